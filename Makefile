@@ -1,0 +1,38 @@
+# agentplatform — every target creates the virtual environment on first use.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test serve chat worker beat bench lint clean
+
+$(STAMP): requirements.txt
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (set PY=python3 to use another)"; exit 1; }
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.txt
+	touch $(STAMP)
+
+demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite + offline model
+	$(BIN)/python manage.py demo
+
+test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
+	$(BIN)/python -m pytest -q -rs
+
+serve: $(STAMP)  ## the web UI and API on http://127.0.0.1:8000 (after `make demo`)
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
+	$(BIN)/python manage.py chat --user $(or $(USER_NAME),acme-requester)
+
+worker: $(STAMP)  ## a Celery worker (needs CELERY_BROKER_URL=redis://...)
+	$(BIN)/celery -A agentplatform worker -l info --concurrency 4
+
+beat: $(STAMP)  ## the Celery beat scheduler (expiry, recovery, pruning)
+	$(BIN)/celery -A agentplatform beat -l info
+
+bench: $(STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 test-artifacts

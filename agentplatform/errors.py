@@ -1,0 +1,48 @@
+"""Domain errors shared by every app, each with a stable code (DESIGN section 4) and an HTTP status.
+
+Lower apps raise these; the API's exception handler turns them into the one error body
+`{"code", "message", "retryable"}`.
+"""
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of every error a user or program may see. `code` is stable; `message` is for humans."""
+
+    code = "ERROR"
+    http_status = 400
+    retryable = False
+
+    def __init__(self, message: str = "", *, code: str | None = None) -> None:
+        super().__init__(message or self.code)
+        self.message = message or self.code
+        if code:
+            self.code = code
+
+
+class NotFound(DomainError):
+    """Unknown id, or an object of another tenant (answered as 404, never 403)."""
+
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class PermissionDenied(DomainError):
+    """The server-side identity lacks a permission. Propagates to the caller (DESIGN step 5, 9)."""
+
+    code = "PERMISSION_DENIED"
+    http_status = 403
+
+
+class InvalidInput(DomainError):
+    """Malformed request input."""
+
+    code = "INVALID_ARGUMENTS"
+    http_status = 400
+
+
+class Conflict(DomainError):
+    """The object is in a state that does not allow this action."""
+
+    code = "CONFLICT"
+    http_status = 409

@@ -1,0 +1,357 @@
+"""The offline model: a deterministic planner behind an httpx2 transport that speaks chat completions.
+
+This is a demo and test double, not AI (DESIGN section 6). With no `LLM_API_KEY` the SDK client
+sends its requests to `OfflineModelTransport`, which answers `POST /v1/chat/completions` in the
+real wire format, as JSON or as an SSE stream, so the platform runs the same code with or without
+a network.
+
+`plan()` is deliberately naive:
+
+- It proposes tool calls by *intent* found in the latest user message, even for tools that are
+  NOT in the offered `tools` list. It does not know who the user is or what they may do; the
+  platform's governance pipeline must refuse calls to tools that were not offered
+  (TOOL_NOT_FOUND / PERMISSION_DENIED). Tests rely on this to exercise those refusals.
+- It plans tool calls only when the last message is a user message; after tool results it always
+  writes a final answer, so it can never loop on its own results.
+- It never repeats anything shaped like a confirmation token (`ct_...`), in text or arguments.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+
+MODEL_NAME = "offline-planner"
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_SKU = re.compile(r"SKU-\d{5}")
+_WAREHOUSE = re.compile(r"WH-[A-Z]{2}-\d{2}")
+_ORDER = re.compile(r"A\d{12}")
+_CANCEL = re.compile(r"\bcancel\b|取消", re.I)
+_REFUND = re.compile(r"\brefund\b|退款", re.I)
+_LIST = re.compile(r"\blist\b|\bshow\b[\w\s]*\borders\b|订单列表|列出|所有订单|哪些订单", re.I)
+_ORDERS_WORD = re.compile(r"\borders\b|订单", re.I)
+_REASON = re.compile(r"(?:\bbecause(?:\s+of)?\b|\breason\s*(?:is\b|[:：])|\bdue\s+to\b|因为|原因\s*(?:是|[:：])?)\s*(.+)",
+                     re.I | re.S)
+_REASON_END = re.compile(r"[.;!?。；！？\n]|\s+and\s+(?:check|cancel|refund|list|show)\b|并且|然后|，(?:再|并|然后)")
+_AMOUNT = re.compile(r"(?:\bamount(?:\s+of)?|\brefund(?:ing)?|退款|金额)\s*[:：]?\s*[$¥￥]?\s*(\d+(?:\.\d{1,2})?)(?!\d)",
+                     re.I)
+_TOKEN = re.compile(r"\bct_[A-Za-z0-9_\-]*")
+_STATUSES = (
+    (re.compile(r"\bshipped\b|已发货", re.I), "SHIPPED"),
+    (re.compile(r"\bcompleted\b|已完成", re.I), "COMPLETED"),
+    (re.compile(r"\bcancell?ed\b|已取消", re.I), "CANCELLED"),
+    (re.compile(r"\brefunded\b|已退款", re.I), "REFUNDED"),
+    (re.compile(r"\bpaid\b|已支付|已付款|待发货", re.I), "PAID"),
+)
+
+_HELP_EN = ("I'm the offline demo planner, not a real model. I can: check stock (\"stock of SKU-10001 in "
+            "WH-HZ-01\"), list orders (\"list shipped orders\"), cancel an order (\"cancel A202607290001 "
+            "because the customer changed their mind\") or refund one (\"refund A202607290001 amount 12.50 "
+            "because it arrived damaged\").")
+_HELP_ZH = ("我是离线演示规划器，不是真正的模型。我可以：查询库存（“查询 SKU-10001 在 WH-HZ-01 的库存”）、"
+            "列出订单（“列出已发货的订单”）、取消订单（“取消订单 A202607290001，原因：客户不想要了”）、"
+            "退款（“订单 A202607290001 退款 12.5，原因：商品损坏”）。")
+
+
+def redact_tokens(text: str) -> str:
+    """Replace anything shaped like a confirmation token (`ct_...`) with "[redacted]"."""
+    return _TOKEN.sub("[redacted]", text)
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    """The text of a message whose content is a string or a list of content parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _latest_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return _text_of(message)
+    return ""
+
+
+def _reason(text: str, chinese: bool) -> str:
+    match = _REASON.search(text)
+    reason = _REASON_END.split(match.group(1), maxsplit=1)[0] if match else ""
+    reason = redact_tokens(reason.strip(" ,，:：\"'“”"))
+    return reason or ("客户要求" if chinese else "customer request")
+
+
+def _order_intents(text: str) -> list[tuple[str, str]]:
+    """Pair each order id with the nearest cancel/refund keyword before it (else after it)."""
+    keywords = sorted([(m.start(), "cancel_order") for m in _CANCEL.finditer(text)]
+                      + [(m.start(), "refund_order") for m in _REFUND.finditer(text)])
+    pairs: list[tuple[str, str]] = []
+    for match in _ORDER.finditer(text):
+        before = [name for pos, name in keywords if pos < match.start()]
+        after = [name for pos, name in keywords if pos > match.start()]
+        name = before[-1] if before else (after[0] if after else None)
+        if name and (name, match.group()) not in pairs:
+            pairs.append((name, match.group()))
+    return pairs
+
+
+def _intents(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """(tool name, arguments) for every intent in one user message, in a stable order."""
+    chinese = bool(_CJK.search(text))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    warehouse = _WAREHOUSE.search(text)
+    for sku in dict.fromkeys(_SKU.findall(text)):
+        args: dict[str, Any] = {"sku": sku}
+        if warehouse:
+            args["warehouse_code"] = warehouse.group()
+        calls.append(("query_inventory", args))
+    wants_list = bool(_LIST.search(text)) or (
+        bool(_ORDERS_WORD.search(text)) and not _ORDER.search(text) and not _SKU.search(text))
+    if wants_list:
+        status = next((value for pattern, value in _STATUSES if pattern.search(text)), None)
+        calls.append(("list_orders", {"status": status} if status else {}))
+    for name, order_id in _order_intents(text):
+        args = {"order_id": order_id, "reason": _reason(text, chinese)}
+        if name == "refund_order":
+            amount = _AMOUNT.search(text)
+            if amount:
+                args = {"order_id": order_id, "amount": float(amount.group(1)), "reason": args["reason"]}
+        calls.append((name, args))
+    return calls
+
+
+def _call_id(messages: list[dict[str, Any]], index: int, name: str) -> str:
+    # Position in the conversation + index: deterministic, and unique within one conversation.
+    seed = f"{len(messages)}:{index}:{name}:{_latest_user_text(messages)}"
+    return "call_" + hashlib.sha1(seed.encode()).hexdigest()[:24]
+
+
+def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """Return the next assistant message for `messages`, in chat-completions format.
+
+    messages: the conversation so far. tools: the offered definitions; IGNORED on purpose (see
+    the module docstring: calls are proposed by intent, and governance must refuse unoffered ones).
+    Returns {"role": "assistant", "content": str | None, "tool_calls"?: [{"id", "type": "function",
+    "function": {"name", "arguments": JSON str}}]}. After tool results: a final answer in the user's
+    language (Chinese when the latest user message has CJK characters). After a user message: tool
+    calls for every intent found, else a help text. Anything else: the help text. Raises nothing.
+    """
+    del tools  # a naive planner: it does not look at what it was offered
+    user_text = _latest_user_text(messages)
+    chinese = bool(_CJK.search(user_text))
+    last = messages[-1] if messages else {}
+    if last.get("role") == "tool":
+        return {"role": "assistant", "content": answer_from_results(messages, chinese=chinese)}
+    intents = _intents(user_text) if last.get("role") == "user" else []
+    if not intents:
+        return {"role": "assistant", "content": _HELP_ZH if chinese else _HELP_EN}
+    tool_calls = [
+        {"id": _call_id(messages, i, name), "type": "function",
+         "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+        for i, (name, args) in enumerate(intents)
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": tool_calls}
+
+
+# -- answers from tool results ---------------------------------------------------------------------
+
+def _calls_by_id(messages: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            try:
+                args = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            calls[call.get("id", "")] = (function.get("name", "?"), args if isinstance(args, dict) else {})
+    return calls
+
+
+def _inventory(data: dict[str, Any], zh: bool) -> str:
+    rows = data.get("warehouses") or []
+    available = data.get("total_available", sum(w.get("available_quantity", 0) for w in rows))
+    locked = sum(w.get("locked_quantity", 0) for w in rows)
+    if zh:
+        parts = "；".join(f"{w.get('warehouse_code')}：可用 {w.get('available_quantity')}，锁定 {w.get('locked_quantity')}"
+                         for w in rows)
+        return f"{data.get('sku')}：可用 {available} 件，锁定 {locked} 件（{parts}）。"
+    parts = "; ".join(f"{w.get('warehouse_code')}: {w.get('available_quantity')} available, "
+                      f"{w.get('locked_quantity')} locked" for w in rows)
+    return f"{data.get('sku')}: {available} available, {locked} locked ({parts})."
+
+
+def _orders(data: dict[str, Any], zh: bool) -> str:
+    items = data.get("items") or []
+    if not items:
+        return "没有找到订单。" if zh else "No orders found."
+    listed = ", ".join(f"{o.get('order_id')} ({o.get('status')}, {o.get('amount')})" for o in items)
+    more = data.get("next_cursor")
+    total = data.get("total", len(items))
+    if zh:
+        return f"共 {total} 个订单，本页 {len(items)} 个：{listed}。" + ("还有下一页。" if more else "")
+    return (f"Found {total} orders, showing {len(items)}: {listed}."
+            + (" There are more on the next page." if more else ""))
+
+
+def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool) -> str:
+    data = data if isinstance(data, dict) else {}
+    order_id = data.get("order_id") or args.get("order_id", "")
+    if name == "query_inventory":
+        return _inventory(data, zh)
+    if name == "list_orders":
+        return _orders(data, zh)
+    if name == "cancel_order":
+        cid = data.get("cancellation_id", "?")
+        return f"订单 {order_id} 已取消（取消单号 {cid}）。" if zh else \
+            f"Order {order_id} has been cancelled (cancellation id {cid})."
+    if name == "refund_order":
+        amount, rid = data.get("amount", args.get("amount", "?")), data.get("refund_id", "?")
+        return f"订单 {order_id} 已退款 {amount}（退款单号 {rid}）。" if zh else \
+            f"Refunded {amount} for order {order_id} (refund id {rid})."
+    return f"{name} 已完成：{message}" if zh else f"{name} succeeded: {message}"
+
+
+_FAILURES = {
+    "REJECTED": ("the approvers rejected {action}; nothing was done.", "审批人拒绝了{action}，未执行任何操作。"),
+    "CONFIRMATION_EXPIRED": ("the confirmation for {action} expired; nothing was done.",
+                             "{action}的确认已过期，未执行任何操作。"),
+    "CONFIRMATION_REQUIRED": ("{action} needs confirmation before it runs: {message}", "{action}需要确认后才能执行：{message}"),
+    "ORDER_NOT_CANCELLABLE": ("order {order_id} cannot be cancelled ({code}): {message}",
+                              "订单 {order_id} 无法取消（{code}）：{message}"),
+    "TOOL_NOT_FOUND": ("{action} is not available to me here ({code}): {message}", "我在这里无法使用{action}（{code}）：{message}"),
+    "PERMISSION_DENIED": ("you are not allowed to run {action} ({code}): {message}", "您无权执行{action}（{code}）：{message}"),
+}
+
+
+def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable: bool, zh: bool) -> str:
+    order_id = args.get("order_id", "")
+    target = args.get("order_id") or args.get("sku") or ""
+    action = f"{name}({target})" if target else name
+    en, cn = _FAILURES.get(code, ("{action} failed ({code}): {message}", "{action} 失败（{code}）：{message}"))
+    message = message.strip() or code
+    if message[-1] not in ".。!！?？":
+        message += "。" if zh else "."
+    text = (cn if zh else en).format(action=action, code=code, message=message, order_id=order_id)
+    text = text[0].upper() + text[1:]
+    if retryable:
+        text += " 可以稍后重试。" if zh else " You can try again later."
+    return text
+
+
+def answer_from_results(messages: list[dict[str, Any]], *, chinese: bool) -> str:
+    """A plain-language answer from the tool messages after the last assistant message.
+
+    Each tool message content is a ToolResult JSON `{success, code, message, terminal, retryable,
+    data}`; an IDEMPOTENT_HIT replay reads like a normal success. Returns the answer text, one line
+    per result, with confirmation-token-shaped strings redacted. Raises nothing.
+    """
+    calls = _calls_by_id(messages)
+    results: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, message)
+    lines = []
+    for message in results:
+        name, args = calls.get(message.get("tool_call_id", ""), ("tool", {}))
+        try:
+            result = json.loads(_text_of(message))
+        except ValueError:
+            result = None
+        if not isinstance(result, dict):
+            lines.append(f"{name}：{_text_of(message)}" if chinese else f"{name} returned: {_text_of(message)}")
+        elif result.get("success"):
+            lines.append(_success(name, args, result.get("data"), str(result.get("message", "")), chinese))
+        else:
+            lines.append(_failure(name, args, str(result.get("code", "ERROR")), str(result.get("message", "")),
+                                  bool(result.get("retryable")), chinese))
+    return redact_tokens("\n".join(lines))
+
+
+# -- the wire format ------------------------------------------------------------------------------
+
+def _usage(messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, int]:
+    # Fake but plausible token counts: about four characters per token.
+    prompt = sum(len(_text_of(m)) for m in messages) // 4 + 1
+    completion = len(json.dumps(message, ensure_ascii=False)) // 4 + 1
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _halves(text: str) -> list[str]:
+    """Split `text` into at least two non-empty pieces (when it has two characters), like a provider does."""
+    if len(text) < 2:
+        return [text]
+    step = max(1, len(text) // 3)
+    return [text[i:i + step] for i in range(0, len(text), step)]
+
+
+def _chunks(completion_id: str, created: int, message: dict[str, Any], finish_reason: str) -> Iterator[dict[str, Any]]:
+    base = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_NAME,
+            "system_fingerprint": "fp_offline"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
+        yield chunk({"content": piece})
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call["function"]
+        yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                     "function": {"name": function["name"], "arguments": ""}}]})
+        for piece in _halves(function["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, finish_reason)
+
+
+class OfflineModelTransport(httpx2.BaseTransport):
+    """An in-process httpx2 transport that answers `POST .../chat/completions` with `plan()`.
+
+    Non-streaming requests get a `chat.completion` JSON body; `"stream": true` gets an SSE body of
+    `chat.completion.chunk` objects (`data: {...}\\n\\n` ... `data: [DONE]\\n\\n`), with every tool
+    call's arguments split over at least two chunks and a usage chunk when
+    `stream_options.include_usage` is set. Other paths get a 404 in OpenAI's error format, a body
+    that is not JSON a 400. Never touches the network.
+    """
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        """Answer one request. Returns an httpx2.Response; raises nothing for bad input."""
+        if request.method != "POST" or not request.url.path.endswith("/chat/completions"):
+            return self._error(404, f"Unknown request URL: {request.method} {request.url.path}", "invalid_request_error")
+        try:
+            body = json.loads(request.read() or b"{}")
+            messages = list(body["messages"])
+        except (ValueError, KeyError, TypeError):
+            return self._error(400, "The body must be JSON with a 'messages' list.", "invalid_request_error")
+        message = plan(messages, body.get("tools") or [])
+        finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
+        created = int(time.time())
+        digest = hashlib.sha1(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:24]
+        completion_id = f"chatcmpl-offline{digest}"
+        usage = _usage(messages, message)
+        if not body.get("stream"):
+            payload = {"id": completion_id, "object": "chat.completion", "created": created, "model": MODEL_NAME,
+                       "system_fingerprint": "fp_offline",
+                       "choices": [{"index": 0, "message": {**message, "refusal": None}, "logprobs": None,
+                                    "finish_reason": finish_reason}],
+                       "usage": usage}
+            return httpx2.Response(200, json=payload, request=request)
+        chunks = list(_chunks(completion_id, created, message, finish_reason))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append({"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                           "model": MODEL_NAME, "choices": [], "usage": usage})
+        lines = [f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks]
+        lines.append(b"data: [DONE]\n\n")
+        return httpx2.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"},
+                               content=iter(lines), request=request)
+
+    @staticmethod
+    def _error(status: int, message: str, kind: str) -> httpx2.Response:
+        return httpx2.Response(status, json={"error": {"message": message, "type": kind, "param": None,
+                                                       "code": None}})

@@ -1,0 +1,13 @@
+from django.apps import AppConfig
+
+
+class RuntimeConfig(AppConfig):
+    name = "agentplatform.runtime"
+    label = "runtime"
+    verbose_name = "Agent runtime"
+
+    def ready(self) -> None:
+        from approvals.signals import confirmation_settled
+        from agentplatform.runtime import receivers
+
+        confirmation_settled.connect(receivers.enqueue_resume_on_commit, dispatch_uid="runtime.resume_on_settle")

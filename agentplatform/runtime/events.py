@@ -1,0 +1,49 @@
+"""Persisting a run's ordered events (DESIGN section 5: MODEL_TEXT ... DONE)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from django.db.models import Max
+
+from agentplatform.runtime.models import Run, RunEvent
+
+MODEL_TEXT_FLUSH_CHARS = 48
+
+
+class EventRecorder:
+    """Appends RunEvents with consecutive sequence numbers for one run.
+
+    Only the holder of the run's claim writes events, so the next seq is kept in memory; the
+    (run, seq) unique constraint turns a broken claim into an error instead of a silent fork.
+    `listener(event)` is called after each event is stored (the CLI prints them).
+    """
+
+    def __init__(self, run: Run, listener: Callable[[RunEvent], None] | None = None) -> None:
+        self.run = run
+        self.listener = listener
+        self.seq = run.events.aggregate(m=Max("seq"))["m"] or 0
+        self._text = ""
+
+    def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:
+        """Store one event of `type_` with a JSON payload (must not contain a token). Returns it."""
+        if type_ != RunEvent.Type.MODEL_TEXT:
+            self.flush_text()
+        return self._store(type_, payload or {})
+
+    def text(self, delta: str) -> None:
+        """Buffer streamed model text; stored as MODEL_TEXT events of about 48 characters."""
+        self._text += delta
+        if len(self._text) >= MODEL_TEXT_FLUSH_CHARS:
+            self.flush_text()
+
+    def flush_text(self) -> None:
+        if self._text:
+            text, self._text = self._text, ""
+            self._store(RunEvent.Type.MODEL_TEXT, {"text": text})
+
+    def _store(self, type_: str, payload: dict[str, Any]) -> RunEvent:
+        self.seq += 1
+        event = RunEvent.objects.create(run=self.run, seq=self.seq, type=type_, payload=payload)
+        if self.listener is not None:
+            self.listener(event)
+        return event

@@ -1,0 +1,155 @@
+"""`python manage.py demo`: migrate, seed two tenants, and play the whole governed story through the
+real agent loop, printing every run event as it is stored. Exits non-zero if any step of the
+story does not hold (so CI and newcomers see a broken promise, not a pretty log)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from agentplatform.errors import DomainError
+from agentplatform.runtime import services
+from agentplatform.runtime.demo.seed import DEMO_PASSWORD, order_id, reset_demo_orders, seed_demo
+from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.models import Run, RunEvent
+from approvals import services as approvals
+from audit.models import AuditEvent
+from tools.catalog.models import Cancellation, Order, Refund, StockLevel
+
+
+class Command(BaseCommand):
+    help = "Seed demo data and play the governed tool-calling story end to end."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--no-migrate", action="store_true", help="Skip `migrate` (the database is ready).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["no_migrate"]:
+            call_command("migrate", verbosity=0)
+        people = seed_demo()
+        reset_demo_orders()
+        self.acme = people["acme"]
+        self.globex = people["globex"]
+        self.seen: dict[str, int] = {}
+        self.started = AuditEvent.objects.order_by("-occurred_at").values_list("occurred_at", flat=True).first()
+        self.story()
+        self.ok("The whole story held. Sign in at http://127.0.0.1:8000/chat/ after `make serve` "
+                f"(users acme-requester, acme-approver1, acme-approver2, acme-admin; password {DEMO_PASSWORD}).")
+
+    # -- the story ------------------------------------------------------------------------------
+
+    def story(self) -> None:
+        requester, nobody = self.acme["requester"], self.acme["nobody"]
+        a1, a2 = self.acme["approver1"], self.acme["approver2"]
+        cancel_id, refund_id, shipped_id = (order_id("acme", s) for s in ("0001", "0003", "0002"))
+
+        self.title("1. Inventory question, answered from the database")
+        outcome = self.chat(requester, "How many SKU-10001 are in stock in WH-HZ-01?")
+        stock = StockLevel.objects.get(tenant=requester.tenant, sku="SKU-10001", warehouse_code="WH-HZ-01")
+        self.expect(str(stock.available_quantity) in outcome.run.final_answer,
+                    f"the answer carries the database's number {stock.available_quantity}")
+
+        self.title("2. Cancellation needs the requester's confirmation")
+        outcome = self.chat(requester, f"Please cancel order {cancel_id} because the customer changed their mind")
+        self.expect(outcome.run.status == Run.Status.AWAITING_CONFIRMATION, "the run waits for confirmation")
+        token = outcome.pending[0].token
+        self.expect(bool(token), "the requester received a one-time token (shown here once, never to the model)")
+        self.expect(Order.objects.get(tenant=requester.tenant, order_id=cancel_id).status == Order.Status.PAID,
+                    "the order is unchanged before the confirmation")
+        conversation = outcome.run.conversation_id
+        self.say(f"   token: {token[:6]}… (truncated here; only its SHA-256 is stored)")
+
+        self.title("3. The requester confirms with the token; the run resumes")
+        outcome = self.chat(requester, "I confirm", conversation=conversation, token=token)
+        self.expect(outcome.run.status == Run.Status.COMPLETED, "the resumed run completed")
+        self.expect(Cancellation.objects.filter(order__order_id=cancel_id).count() == 1, "the order was cancelled once")
+
+        self.title("4. The same token replayed is refused")
+        self.refused(lambda: self.chat(requester, "I confirm again", conversation=conversation, token=token))
+
+        self.title("5. The model repeats the cancellation: idempotent hit, no second change")
+        outcome = self.chat(requester, f"Please cancel order {cancel_id} because the customer changed their mind",
+                            conversation=conversation)
+        self.expect(outcome.run.status == Run.Status.COMPLETED, "answered without asking again")
+        self.expect(Cancellation.objects.filter(order__order_id=cancel_id).count() == 1, "still exactly one cancellation")
+        self.expect(AuditEvent.objects.filter(conversation_id=conversation, decision="IDEMPOTENT_HIT").exists(),
+                    "the audit trail explains the second call as an idempotent hit")
+
+        self.title("6. A shipped order cannot be cancelled: a business failure the model explains")
+        outcome = self.chat(requester, f"Cancel order {shipped_id} because it is late")
+        token = outcome.pending[0].token
+        outcome = self.chat(requester, "confirm", conversation=outcome.run.conversation_id, token=token)
+        self.expect("SHIPPED" in outcome.run.final_answer or "shipped" in outcome.run.final_answer,
+                    "the answer explains that the order has shipped")
+
+        self.title("7. A user without permissions is refused by the platform, not by model prose")
+        self.refused(lambda: self.chat(nobody, f"Cancel order {refund_id} because I want to"))
+        self.expect(Order.objects.get(tenant=nobody.tenant, order_id=refund_id).status == Order.Status.PAID,
+                    "nothing changed")
+
+        self.title("8. A refund (CRITICAL) waits for two approvers")
+        outcome = self.chat(requester, f"Refund order {refund_id} because the parcel arrived damaged")
+        self.expect(outcome.pending and outcome.pending[0].needs == "approvers" and outcome.pending[0].token is None,
+                    "approver-gated: no token for anyone")
+        request_id, run_id = outcome.pending[0].confirmation_id, outcome.run.pk
+
+        self.title("9. The requester tries to approve their own refund")
+        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=requester))
+        self.title("10. An approver of another tenant cannot even see it")
+        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=self.globex["approver1"]))
+
+        self.title("11. Two approvers approve; the refund runs once")
+        approvals.confirmation_approve(request_id=request_id, approver=a1, comment="checked the photos")
+        self.say("   approver1 approved (1 of 2)")
+        self.expect(Refund.objects.filter(order__order_id=refund_id).count() == 0, "nothing runs at 1 of 2")
+        approvals.confirmation_approve(request_id=request_id, approver=a2, comment="ok")
+        self.say("   approver2 approved (2 of 2): the run resumes on commit")
+        self.show(Run.objects.get(pk=run_id))
+        self.expect(Refund.objects.filter(order__order_id=refund_id).count() == 1, "refunded exactly once")
+        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=self.acme["admin"]))
+
+        self.title("12. The audit trail of this session")
+        rows = AuditEvent.objects.filter(tenant=requester.tenant)
+        if self.started:
+            rows = rows.filter(occurred_at__gt=self.started)
+        for e in rows.select_related("actor"):
+            self.say(f"   {e.occurred_at:%H:%M:%S.%f} {str(e.actor or '-'):16} {e.tool_name or '-':15} "
+                     f"{e.decision:22} {e.status:24} {json.dumps(e.masked_arguments, ensure_ascii=False)[:70]}")
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def chat(self, user, message: str, *, conversation=None, token: str | None = None) -> RunOutcome:
+        self.say(f"\n   {user.username} > {message}" + ("  [with confirmation_token]" if token else ""))
+        outcome = services.chat_send(user=user, message=message, conversation_id=conversation, confirmation_token=token)
+        self.show(outcome.run)
+        return outcome
+
+    def show(self, run: Run) -> None:
+        """Print the run's events not yet printed (including those a resume task stored)."""
+        for event in RunEvent.objects.filter(run=run, seq__gt=self.seen.get(str(run.pk), 0)).order_by("seq"):
+            self.seen[str(run.pk)] = event.seq
+            self.say(f"   [{event.seq:>2}] {event.type:25} {json.dumps(event.payload, ensure_ascii=False)[:150]}")
+
+    def refused(self, action) -> None:
+        try:
+            action()
+        except DomainError as error:
+            self.say(f"   refused: {error.code} ({error.message})")
+            return
+        raise CommandError("expected a refusal, but the action went through")
+
+    def expect(self, condition: Any, what: str) -> None:
+        if not condition:
+            raise CommandError(f"story broken: {what}")
+        self.say(self.style.SUCCESS(f"   ✓ {what}"))
+
+    def title(self, text: str) -> None:
+        self.say("\n" + self.style.MIGRATE_HEADING(text))
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text)
+
+    def ok(self, text: str) -> None:
+        self.stdout.write("\n" + self.style.SUCCESS(text))

@@ -1,0 +1,63 @@
+"""Reads of conversations, runs and events, always scoped by the reader's tenant and user."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from agentplatform.errors import NotFound
+from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+
+
+def _uuid(value) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise NotFound("not found") from exc
+
+
+def conversations_for(*, user) -> QuerySet[Conversation]:
+    """The user's own conversations in their tenant, newest first."""
+    return Conversation.objects.filter(tenant_id=user.tenant_id, user=user)
+
+
+def conversation_get(*, user, conversation_id) -> Conversation:
+    """The user's conversation. Raises NotFound for unknown ids and other users' or tenants' ones."""
+    conversation = conversations_for(user=user).filter(pk=_uuid(conversation_id)).first()
+    if conversation is None:
+        raise NotFound("conversation not found")
+    return conversation
+
+
+def run_get(*, user, run_id) -> Run:
+    """The user's run. Raises NotFound for unknown ids and other users' or tenants' runs."""
+    run = Run.objects.filter(pk=_uuid(run_id), tenant_id=user.tenant_id, user=user).first()
+    if run is None:
+        raise NotFound("run not found")
+    return run
+
+
+def run_events(*, run: Run, after_seq: int = 0) -> QuerySet[RunEvent]:
+    """Events of `run` with seq > after_seq, in order."""
+    return run.events.filter(seq__gt=after_seq).order_by("seq")
+
+
+def memory_messages(*, conversation: Conversation, exclude_run: Run | None = None) -> list[dict]:
+    """The conversation memory sent to the model: the last AGENT_MEMORY_WINDOW in-memory messages
+    (user messages and final answers by default; DESIGN section 5.6), oldest first."""
+    rows = Message.objects.filter(conversation=conversation, in_memory=True)
+    if exclude_run is not None:
+        rows = rows.exclude(run=exclude_run)
+    window = list(rows.order_by("-id")[: settings.AGENT_MEMORY_WINDOW])
+    window.reverse()
+    # A window must not start with tool messages cut off from their assistant message.
+    while window and window[0].role == "tool":
+        window.pop(0)
+    return [m.wire() for m in window]
+
+
+def conversation_excerpt(*, conversation: Conversation, limit: int = 3) -> str:
+    """The last few user messages, for approvers to see what led to a request."""
+    rows = Message.objects.filter(conversation=conversation, role="user").order_by("-id")[:limit]
+    return "\n".join(f"user: {m.content[:300]}" for m in reversed(list(rows)))

@@ -1,0 +1,104 @@
+"""Writes of the agent runtime: conversations and chat turns (the entry points views, the CLI and
+the demo call)."""
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+
+from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
+from agentplatform.runtime import loop
+from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.models import Conversation, Run
+from agentplatform.runtime.selectors import conversation_get
+from approvals import services as approvals
+from approvals.errors import ConfirmationNotFound
+from approvals.models import ConfirmationRequest
+from tools.manager import PendingConfirmation
+
+MAX_MESSAGE_CHARS = 8000
+
+
+@transaction.atomic
+def conversation_create(*, user, title: str = "") -> Conversation:
+    """Create a conversation for `user` in their tenant. Raises PermissionDenied without a tenant."""
+    if user.tenant_id is None:
+        raise PermissionDenied("a user without a tenant cannot chat")
+    return Conversation.objects.create(tenant_id=user.tenant_id, user=user, title=title[:200])
+
+
+def chat_send(
+    *,
+    user,
+    message: str,
+    conversation_id: uuid.UUID | str | None = None,
+    confirmation_token: str | None = None,
+    request_id: str = "",
+    listener: loop.Listener | None = None,
+) -> RunOutcome:
+    """One chat request: start a run for `message`, or, with `confirmation_token`, confirm that
+    pending call of this conversation and resume its run (seed 002 section 25 mapped onto resume).
+
+    Returns the RunOutcome (run, pending confirmations with the requester's tokens shown once).
+    Raises InvalidInput (blank or oversized message), NotFound (other user's or tenant's
+    conversation), ConfirmationNotFound/ConfirmationExpired/ConfirmationAlreadyDecided (token path),
+    ToolPermissionDenied (the model proposed a tool this user may not use).
+    """
+    if conversation_id is None:
+        if confirmation_token:
+            raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
+        conversation = conversation_create(user=user, title=(message or "")[:60])
+    else:
+        conversation = conversation_get(user=user, conversation_id=conversation_id)
+    if confirmation_token:
+        return _confirm_and_resume(user=user, conversation=conversation, token=confirmation_token, listener=listener)
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidInput("message must be a non-blank string")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
+    return loop.run_start(user=user, message=message.strip(), conversation=conversation, request_id=request_id,
+                          listener=listener)
+
+
+def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:
+    digest = approvals.token_digest(token) if isinstance(token, str) else ""
+    request = ConfirmationRequest.objects.filter(token_hash=digest, tenant_id=user.tenant_id, user=user).first()
+    if request is None or request.conversation_id != conversation.pk:
+        raise ConfirmationNotFound("no confirmation with this token in this conversation")
+    # Confirming commits and enqueues the resume on commit (eager: it runs right here).
+    approvals.confirmation_confirm(token=token, user=user)
+    outcome = run_continue(run_id=request.run_id, listener=listener)
+    if outcome is None:
+        # A worker (or the eager on-commit task) resumed it; tokens it minted never reached anyone.
+        outcome = outcome_with_fresh_tokens(user=user, run=Run.objects.get(pk=request.run_id))
+    return outcome
+
+
+def outcome_with_fresh_tokens(*, user, run: Run) -> RunOutcome:
+    """The outcome of `run` as it stands, with a fresh token for each of the user's own pending
+    requester-confirmed calls (approver-gated calls carry none)."""
+    pending = []
+    for request in ConfirmationRequest.objects.filter(pk__in=list((run.state.get("pending") or {}).values()),
+                                                      status=ConfirmationRequest.Status.PENDING):
+        token = None
+        if request.policy == ConfirmationRequest.Policy.REQUESTER and request.user_id == user.pk:
+            token = approvals.confirmation_issue_token(request_id=request.pk, user=user)
+        pending.append(PendingConfirmation(
+            tool_call_id=request.tool_call_id, confirmation_id=str(request.pk), tool=request.tool_name,
+            summary=request.summary, risk=request.risk,
+            needs="requester" if request.policy == ConfirmationRequest.Policy.REQUESTER else "approvers",
+            quorum=request.quorum, expires_at=request.expires_at.isoformat(), token=token))
+    return RunOutcome(run, pending=pending)
+
+
+def run_continue(*, run_id, listener: loop.Listener | None = None) -> RunOutcome | None:
+    """Resume `run_id` if it can be resumed now (idempotent; see loop.run_resume)."""
+    return loop.run_resume(run_id=run_id, listener=listener)
+
+
+def run_for_user(*, user, run_id) -> Run:
+    """Selector wrapper kept here for the callers that only import services. Raises NotFound."""
+    run = Run.objects.filter(pk=run_id, tenant_id=user.tenant_id, user=user).first()
+    if run is None:
+        raise NotFound("run not found")
+    return run

@@ -1,0 +1,183 @@
+"""Django settings for agentplatform, read from the environment (12-factor).
+
+With nothing set: SQLite file database, eager Celery, the offline model.
+`DATABASE_URL=postgres://...` switches to PostgreSQL through psycopg 3;
+`CELERY_BROKER_URL=redis://...` switches to a real broker;
+`LLM_API_KEY` (+ `LLM_BASE_URL`, `LLM_MODEL`) switches to a real OpenAI-compatible model.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from agentplatform.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me-in-production-0123456789")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "guardian",
+    # bottom: tenancy and audit
+    "agentplatform.tenancy",
+    "audit",
+    # middle: approvals below tools
+    "approvals",
+    "tools",
+    "tools.catalog",
+    # top: the agent runtime
+    "agentplatform.runtime",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentplatform.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "agentplatform.wsgi.application"
+ASGI_APPLICATION = "agentplatform.asgi.application"
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DB_CONN_MAX_AGE", 0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Wait for the writer instead of failing at once when threads share the file.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ATOMIC_REQUESTS = False
+
+AUTH_USER_MODEL = "tenancy.User"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
+GUARDIAN_MONKEY_PATCH_USER = False
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/chat/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+}
+
+# --- REST framework -----------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "agentplatform.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentplatform API",
+    "DESCRIPTION": "Governed tool calls for LLM agents: chat, runs, confirmations, approvals, audit.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
+
+# --- Celery -------------------------------------------------------------------
+_BROKER = env_str("CELERY_BROKER_URL", "")
+# No broker configured: run tasks eagerly in-process (the embedded default).
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not _BROKER)
+CELERY_BROKER_URL = _BROKER or "memory://"
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Longest task (a resume: several model calls) is bounded by these limits; the Redis
+# visibility timeout must stay above them so an unacked task is not redelivered while
+# it still runs. Redelivery is harmless anyway: every task is idempotent in the database.
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BEAT_SCHEDULE = {
+    "expire-confirmations": {"task": "approvals.expire_confirmations", "schedule": 15.0},
+    "recover-stuck-work": {"task": "runtime.recover_stuck_runs", "schedule": 60.0},
+    "prune-idempotency-records": {"task": "tools.prune_idempotency_records", "schedule": 3600.0},
+}
+
+# --- Model access -------------------------------------------------------------
+LLM_BASE_URL = env_str("LLM_BASE_URL", "https://api.openai.com/v1")
+LLM_API_KEY = env_str("LLM_API_KEY", "")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_API_KEY else "offline-planner")
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 30.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+LLM_STREAM = env_bool("LLM_STREAM", True)
+
+# --- Agent runtime ------------------------------------------------------------
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 6)
+AGENT_MEMORY_WINDOW = env_int("AGENT_MEMORY_WINDOW", 20)
+AGENT_MEMORY_FULL_TOOL_TRACE = env_bool("AGENT_MEMORY_FULL_TOOL_TRACE", False)
+AGENT_INTERNAL_TOOL_EXECUTION = env_bool("AGENT_INTERNAL_TOOL_EXECUTION", True)
+# Dotted path of `predicate(internal_tool_execution_enabled: bool, turn: ModelTurn) -> bool`
+# (seed 000 section 4, ToolExecutionEligibilityPredicate).
+AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
+    "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
+)
+AGENT_RUN_LEASE_SECONDS = env_int("AGENT_RUN_LEASE_SECONDS", 300)
+
+# --- Tools --------------------------------------------------------------------
+TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)
+# Exception classes (dotted paths) that always propagate to the caller (DESIGN step 9).
+TOOLS_PROPAGATE_EXCEPTIONS = env_list("TOOLS_PROPAGATE_EXCEPTIONS", [])
+TOOLS_MAX_ARGUMENT_BYTES = env_int("TOOLS_MAX_ARGUMENT_BYTES", 16 * 1024)
+TOOLS_RESULT_MAX_ITEMS = 20
+TOOLS_RESULT_MAX_BYTES = 32 * 1024
+TOOLS_IDEMPOTENCY_LEASE_SECONDS = env_int("TOOLS_IDEMPOTENCY_LEASE_SECONDS", 120)
+TOOLS_IDEMPOTENCY_RETENTION_HOURS = max(72, env_int("TOOLS_IDEMPOTENCY_RETENTION_HOURS", 72))
+CONFIRMATION_DEFAULT_TTL_SECONDS = env_int("CONFIRMATION_DEFAULT_TTL_SECONDS", 900)

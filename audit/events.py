@@ -1,0 +1,63 @@
+"""Writing audit events. One function for every call site, so fields stay consistent.
+
+A denial must survive the rollback of the work it denied (STYLE rule 3): callers write
+denials outside (after) the failed transaction; `record()` never runs inside a caller's
+atomic block that is about to roll back.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from audit import metrics
+from audit.models import AuditEvent
+
+
+def record(
+    *,
+    tenant_id: int,
+    decision: str,
+    actor_id: int | None = None,
+    tool_name: str = "",
+    status: str = "",
+    policy_decision: str = "",
+    request_id: str = "",
+    conversation_id: uuid.UUID | str | None = None,
+    run_id: uuid.UUID | str | None = None,
+    tool_call_id: str = "",
+    arguments_hash: str = "",
+    masked_arguments: Any = None,
+    confirmation_id: uuid.UUID | str | None = None,
+    idempotency_key: str = "",
+    business_result_id: str = "",
+    duration_ms: float | None = None,
+    message: str = "",
+) -> AuditEvent:
+    """Append one AuditEvent and count it in the metrics.
+
+    `masked_arguments` must already be masked (tools.masking); a raw token must never be
+    passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
+    callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
+    """
+    event = AuditEvent(
+        tenant_id=tenant_id,
+        actor_id=actor_id,
+        decision=decision,
+        tool_name=tool_name,
+        status=status,
+        policy_decision=policy_decision,
+        request_id=request_id[:64],
+        conversation_id=conversation_id,
+        run_id=run_id,
+        tool_call_id=tool_call_id[:128],
+        arguments_hash=arguments_hash,
+        masked_arguments=masked_arguments,
+        confirmation_id=confirmation_id,
+        idempotency_key=idempotency_key,
+        business_result_id=business_result_id[:128],
+        duration_ms=duration_ms,
+        message=message[:500],
+    )
+    event.save()
+    metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-")
+    return event

@@ -1,0 +1,92 @@
+"""Append-only audit events: one row per decision on a tool call (seed 002 section 19).
+
+The application never updates or deletes a row: `save()` on an existing row, `delete()`
+and queryset `update()`/`delete()` raise AuditImmutable. On PostgreSQL a trigger
+(migration 0002) refuses UPDATE and DELETE as well.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class AuditImmutable(Exception):
+    """Raised when code tries to change or delete an audit event."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):  # noqa: D102 - refuses by design
+        raise AuditImmutable("audit events are append-only")
+
+    def delete(self):  # noqa: D102
+        raise AuditImmutable("audit events are append-only")
+
+
+class AuditEvent(models.Model):
+    """One decision on a tool call, confirmation or approval.
+
+    Carries only the arguments hash and masked arguments, never a raw token or secret.
+    """
+
+    class Decision(models.TextChoices):
+        ALLOWED = "ALLOWED"
+        EXECUTED = "EXECUTED"
+        FAILED = "FAILED"
+        IDEMPOTENT_HIT = "IDEMPOTENT_HIT"
+        DENIED = "DENIED"
+        INVALID = "INVALID"
+        NOT_FOUND = "NOT_FOUND"
+        CONFIRMATION_REQUIRED = "CONFIRMATION_REQUIRED"
+        CONFIRMED = "CONFIRMED"
+        APPROVED = "APPROVED"
+        REJECTED = "REJECTED"
+        CANCELLED = "CANCELLED"
+        EXPIRED = "EXPIRED"
+        CONSUMED = "CONSUMED"
+        REFUSED = "REFUSED"
+        RECOVERED = "RECOVERED"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    occurred_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    request_id = models.CharField(max_length=64, blank=True)
+    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
+    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    tool_name = models.CharField(max_length=100, blank=True, db_index=True)
+    decision = models.CharField(max_length=32, choices=Decision.choices, db_index=True)
+    policy_decision = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=64, blank=True, help_text="The stable result code (ToolResult.code).")
+    arguments_hash = models.CharField(max_length=64, blank=True)
+    masked_arguments = models.JSONField(null=True, blank=True)
+    confirmation_id = models.UUIDField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=128, blank=True)
+    business_result_id = models.CharField(max_length=128, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    message = models.CharField(max_length=500, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["occurred_at", "id"]
+        permissions = [("export_auditevent", "Can read and export the audit trail")]
+        indexes = [models.Index(fields=["tenant", "occurred_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.occurred_at:%Y-%m-%d %H:%M:%S} {self.tool_name} {self.decision}"
+
+    def save(self, *args, **kwargs) -> None:
+        """Insert once. Raises AuditImmutable for any attempt to save an existing row."""
+        if not self._state.adding:
+            raise AuditImmutable("audit events are append-only")
+        kwargs["force_insert"] = True
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        """Always raises AuditImmutable."""
+        raise AuditImmutable("audit events are append-only")

@@ -1,0 +1,79 @@
+"""Shared fixtures: demo personas (seeded through the same service the demo uses) and the skip
+rules for tests that need PostgreSQL, a broker + worker, or a browser."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from django.conf import settings
+
+
+def _postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    reasons = {
+        "postgres": None if _postgres() else "needs PostgreSQL: set DATABASE_URL=postgres://... (.ci/run does)",
+        "services": None if os.environ.get("CELERY_BROKER_URL", "").startswith("redis://") and _postgres()
+        else "needs PostgreSQL and Redis: set DATABASE_URL and CELERY_BROKER_URL=redis://... (.ci/run does)",
+        "browser": None if shutil.which(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
+        else "needs Debian's chromium at /usr/bin/chromium (.ci/run installs it)",
+    }
+    for item in items:
+        for mark, reason in reasons.items():
+            if reason and item.get_closest_marker(mark):
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _offline_model(settings):
+    """Every test talks to the offline model unless it points LLM_* at its own fake server."""
+    settings.LLM_API_KEY = ""
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    yield
+
+
+@pytest.fixture
+def people(db):
+    """{tenant slug: {persona: user}} for tenants acme and globex (see agentplatform.runtime.demo.seed)."""
+    from agentplatform.runtime.demo.seed import seed_demo
+
+    return seed_demo()
+
+
+@pytest.fixture
+def requester(people):
+    return people["acme"]["requester"]
+
+
+@pytest.fixture
+def nobody(people):
+    return people["acme"]["nobody"]
+
+
+@pytest.fixture
+def approver1(people):
+    return people["acme"]["approver1"]
+
+
+@pytest.fixture
+def approver2(people):
+    return people["acme"]["approver2"]
+
+
+@pytest.fixture
+def acme_admin(people):
+    return people["acme"]["admin"]
+
+
+@pytest.fixture
+def outsider(people):
+    """A requester of the other tenant (globex) with the same permissions there."""
+    return people["globex"]["requester"]
+
+
+@pytest.fixture
+def outsider_approver(people):
+    return people["globex"]["approver1"]

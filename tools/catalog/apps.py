@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class CatalogConfig(AppConfig):
+    name = "tools.catalog"
+    label = "catalog"
+    verbose_name = "Built-in catalog (demo business data)"
+
+    def ready(self) -> None:
+        from tools.catalog import tools  # noqa: F401  - registers the built-in tools

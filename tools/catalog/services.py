@@ -1,0 +1,144 @@
+"""Business functions of the demo catalog. Tenant always comes from the caller's ToolContext.
+
+Each write locks the order row (one helper, one order) and raises ToolBusinessError for a business
+refusal the model should explain.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+
+from agentplatform.errors import NotFound
+from tools.catalog.models import Cancellation, Order, Refund, StockLevel
+from tools.errors import ToolBusinessError
+
+CANCELLABLE = {Order.Status.PAID}
+REFUNDABLE = {Order.Status.PAID, Order.Status.SHIPPED, Order.Status.COMPLETED, Order.Status.CANCELLED}
+PAGE_SIZE = 20
+
+
+def inventory_query(*, tenant_id: int, sku: str, warehouse_code: str | None = None) -> dict[str, Any]:
+    """Stock of `sku` in the tenant, per warehouse (seed 002 section 8 InventoryResult).
+
+    Returns {"sku", "warehouses": [{"warehouse_code", "available_quantity", "locked_quantity",
+    "updated_at"}], "total_available"}. Raises ToolBusinessError(SKU_NOT_FOUND) when unknown.
+    """
+    rows = StockLevel.objects.filter(tenant_id=tenant_id, sku=sku)
+    if warehouse_code:
+        rows = rows.filter(warehouse_code=warehouse_code)
+    warehouses = [
+        {"warehouse_code": r.warehouse_code, "available_quantity": r.available_quantity,
+         "locked_quantity": r.locked_quantity, "updated_at": r.updated_at.isoformat(), "cost_price": str(r.cost_price)}
+        for r in rows
+    ]
+    if not warehouses:
+        raise ToolBusinessError(f"no stock record for {sku}" + (f" in {warehouse_code}" if warehouse_code else ""),
+                                code="SKU_NOT_FOUND")
+    return {"sku": sku, "warehouses": warehouses,
+            "total_available": sum(w["available_quantity"] for w in warehouses)}
+
+
+def _lock_order(*, tenant_id: int, order_id: str) -> Order:
+    """Lock one order row of the tenant (Saleor's named-lock helper). Raises ToolBusinessError."""
+    order = (Order.objects.select_for_update(of=("self",)).filter(tenant_id=tenant_id, order_id=order_id)
+             .order_by("pk").first())
+    if order is None:
+        raise ToolBusinessError(f"order {order_id} does not exist", code="ORDER_NOT_FOUND")
+    return order
+
+
+@transaction.atomic
+def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | None) -> dict[str, Any]:
+    """Cancel a PAID order (seed 002 section 9 CancelOrderResult).
+
+    Returns {"order_id", "previous_status", "current_status", "cancellation_id", "cancelled_at"}.
+    Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE), e.g. a shipped order.
+    """
+    order = _lock_order(tenant_id=tenant_id, order_id=order_id)
+    if order.status not in CANCELLABLE:
+        raise ToolBusinessError(f"order {order_id} is {order.status} and can no longer be cancelled",
+                                code="ORDER_NOT_CANCELLABLE")
+    previous = order.status
+    order.status = Order.Status.CANCELLED
+    order.save(update_fields=["status", "updated_at"])
+    record = Cancellation.objects.create(tenant_id=tenant_id, order=order, reason=reason,
+                                         previous_status=previous, requested_by_id=user_id)
+    return {"order_id": order_id, "previous_status": previous, "current_status": order.status,
+            "cancellation_id": str(record.pk), "cancelled_at": record.cancelled_at.isoformat()}
+
+
+@transaction.atomic
+def order_refund(*, tenant_id: int, order_id: str, amount: Decimal | None, reason: str,
+                 user_id: int | None) -> dict[str, Any]:
+    """Refund an order in full or in part. Returns {"order_id", "refund_id", "amount", "current_status"}.
+
+    Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT).
+    """
+    order = _lock_order(tenant_id=tenant_id, order_id=order_id)
+    if order.status not in REFUNDABLE:
+        raise ToolBusinessError(f"order {order_id} is {order.status} and cannot be refunded", code="ORDER_NOT_REFUNDABLE")
+    already = sum((r.amount for r in order.refunds.all()), Decimal("0"))
+    value = order.amount - already if amount is None else Decimal(amount)
+    if value <= 0 or already + value > order.amount:
+        raise ToolBusinessError(f"refund of {value} exceeds the refundable {order.amount - already}",
+                                code="REFUND_EXCEEDS_AMOUNT")
+    refund = Refund.objects.create(tenant_id=tenant_id, order=order, amount=value, reason=reason, requested_by_id=user_id)
+    if already + value == order.amount:
+        order.status = Order.Status.REFUNDED
+        order.save(update_fields=["status", "updated_at"])
+    return {"order_id": order_id, "refund_id": str(refund.pk), "amount": str(value), "current_status": order.status}
+
+
+def _cursor_encode(pk: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{pk}".encode()).decode().rstrip("=")
+
+
+def _cursor_decode(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, pk = raw.split(":", 1)
+        if prefix != "o":
+            raise ValueError
+        return int(pk)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ToolBusinessError("the cursor is not valid; start from the first page", code="INVALID_CURSOR") from exc
+
+
+def orders_list(*, tenant_id: int, status: str | None = None, cursor: str | None = None,
+                since: datetime.date | None = None) -> dict[str, Any]:
+    """A page of the tenant's orders, newest first by id, PAGE_SIZE (20) per page.
+
+    Returns {"total", "returned", "next_cursor", "items": [order dicts, unmasked]}; the tool's
+    result converter masks phone and address. Raises ToolBusinessError(INVALID_CURSOR).
+    """
+    rows = Order.objects.filter(tenant_id=tenant_id)
+    if status:
+        rows = rows.filter(status=status)
+    if since:
+        rows = rows.filter(created_at__date__gte=since)
+    total = rows.count()
+    if cursor:
+        rows = rows.filter(pk__lt=_cursor_decode(cursor))
+    page = list(rows.order_by("-pk")[: PAGE_SIZE + 1])
+    more = len(page) > PAGE_SIZE
+    page = page[:PAGE_SIZE]
+    return {
+        "total": total,
+        "returned": len(page),
+        "next_cursor": _cursor_encode(page[-1].pk) if more else None,
+        "items": [{"order_id": o.order_id, "status": o.status, "amount": str(o.amount),
+                   "customer_name": o.customer_name, "customer_phone": o.customer_phone,
+                   "shipping_address": o.shipping_address, "created_at": o.created_at.isoformat()} for o in page],
+    }
+
+
+def order_for_tenant(*, tenant_id: int, order_id: str) -> Order:
+    """Selector used by tests and the demo. Raises NotFound for another tenant's order."""
+    order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).first()
+    if order is None:
+        raise NotFound(f"order {order_id} not found")
+    return order

@@ -1,0 +1,47 @@
+"""ToolContext: server-side facts about a tool call that the model never sees or sets."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Identity and scope of one run, built only on the server (seed 002 sections 7 and 21).
+
+    tenant / user: the authenticated principal (model instances). conversation_id, run_id: UUIDs.
+    request_id: the inbound request's id (for audit correlation). offered: names of the tools
+    offered in this run; a call to any other name is not resolved. confirmations: on resume,
+    tool_call_id -> ConfirmationRequest id to consume. conversation_excerpt: recent user text shown
+    to approvers. Never carries a raw confirmation token.
+    """
+
+    tenant: Any
+    user: Any
+    conversation_id: uuid.UUID
+    run_id: uuid.UUID | None = None
+    request_id: str = ""
+    offered: frozenset[str] = field(default_factory=frozenset)
+    confirmations: dict[str, uuid.UUID] = field(default_factory=dict)
+    conversation_excerpt: str = ""
+
+    @property
+    def tenant_id(self) -> int:
+        return self.tenant.pk
+
+    @property
+    def user_id(self) -> int:
+        return self.user.pk
+
+    def with_offered(self, names: frozenset[str]) -> "ToolContext":
+        return _replace(self, offered=names)
+
+    def with_confirmations(self, confirmations: dict[str, uuid.UUID]) -> "ToolContext":
+        return _replace(self, confirmations=dict(confirmations))
+
+
+def _replace(ctx: ToolContext, **changes: Any) -> ToolContext:
+    from dataclasses import replace
+
+    return replace(ctx, **changes)

@@ -1,0 +1,30 @@
+"""Errors raised by tools and the pipeline."""
+from __future__ import annotations
+
+from agentplatform.errors import DomainError, PermissionDenied
+
+
+class ToolValidationError(DomainError):
+    """A business rule on the arguments failed (DESIGN step 4). Becomes INVALID_ARGUMENTS."""
+
+    code = "INVALID_ARGUMENTS"
+
+
+class ToolBusinessError(DomainError):
+    """The business refused the action (for example: the order has shipped).
+
+    Becomes a failure ToolResult with this `code` for the model to explain; not propagated.
+    """
+
+    code = "BUSINESS_RULE_VIOLATION"
+
+
+class ToolPermissionDenied(PermissionDenied):
+    """The user may not use this tool. Propagates to the caller, never becomes model prose."""
+
+
+class ToolExecutionError(DomainError):
+    """A tool failed in a way the model should hear about (DESIGN step 9)."""
+
+    code = "TOOL_EXECUTION_FAILED"
+    retryable = True

@@ -1,0 +1,103 @@
+"""Execute a side effect at most once per (tenant, idempotency key) (seed 002 sections 16-18).
+
+The claim is an INSERT that loses a race cleanly on the unique constraint; for local business
+changes the record and the change commit in one transaction, so "SUCCEEDED" implies the change
+happened and a crash leaves neither behind.
+"""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Callable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from agentplatform import clock
+from tools.errors import ToolBusinessError
+from tools.models import IdempotencyRecord
+from tools.results import ToolResult
+
+Status = IdempotencyRecord.Status
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """kind: EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN. result: for the model."""
+
+    kind: str
+    result: ToolResult
+    business_result_id: str = ""
+
+
+def _from_record(record: IdempotencyRecord, arguments_hash: str) -> Outcome:
+    if record.arguments_hash != arguments_hash:
+        return Outcome("CONFLICT", ToolResult.failure(
+            "IDEMPOTENCY_CONFLICT", "this action was already requested with other arguments"))
+    if record.status == Status.PROCESSING:
+        return Outcome("IN_PROGRESS", ToolResult.failure(
+            "IN_PROGRESS", "the same action is still being executed", retryable=True, terminal=False))
+    if record.status == Status.OUTCOME_UNKNOWN:
+        return Outcome("OUTCOME_UNKNOWN", ToolResult.failure(
+            "OUTCOME_UNKNOWN", "an earlier attempt was interrupted; an administrator must check it"))
+    return Outcome("IDEMPOTENT_HIT", ToolResult.from_dict(record.result), record.business_result_id)
+
+
+def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcome | None:
+    """Return the outcome an existing record dictates, or None when the key was never claimed.
+
+    Used before minting a confirmation: repeating a finished action must not cost a human's attention.
+    """
+    record = IdempotencyRecord.objects.filter(tenant_id=tenant_id, key=key).first()
+    return None if record is None else _from_record(record, arguments_hash)
+
+
+def idempotency_execute(
+    *,
+    tenant_id: int,
+    key: str,
+    tool_name: str,
+    arguments_hash: str,
+    action: Callable[[], tuple[ToolResult, str]],
+) -> Outcome:
+    """Claim `key` and run `action` once; must be called inside the caller's transaction.
+
+    action() -> (ToolResult, business_result_id); a ToolBusinessError it raises is stored as a
+    FAILED result (the business change rolled back to a savepoint) and replayed like a success.
+    Any other exception propagates and rolls the claim back with the caller's transaction.
+    Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
+    """
+    now = clock.now()
+    try:
+        with transaction.atomic():
+            record = IdempotencyRecord.objects.create(
+                tenant_id=tenant_id, key=key, tool_name=tool_name, arguments_hash=arguments_hash,
+                status=Status.PROCESSING, locked_at=now,
+            )
+    except IntegrityError:
+        # Lost the race (or a replay): on PostgreSQL the INSERT waited for the winner's commit.
+        return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
+    try:
+        with transaction.atomic():
+            result, business_id = action()
+        record.status = Status.SUCCEEDED
+    except ToolBusinessError as error:
+        result, business_id = ToolResult.failure(error.code, error.message), ""
+        record.status = Status.FAILED
+    record.result = result.to_dict()
+    record.business_result_id = business_id
+    record.save(update_fields=["status", "result", "business_result_id", "updated_at"])
+    return Outcome("EXECUTED", result, business_id)
+
+
+def idempotency_prune(*, older_than_hours: int | None = None) -> int:
+    """Delete finished records older than the retention (at least 72 hours). Returns the count.
+
+    PROCESSING and OUTCOME_UNKNOWN records are kept for recovery and admin review.
+    """
+    hours = max(72, older_than_hours or settings.TOOLS_IDEMPOTENCY_RETENTION_HOURS)
+    cutoff = clock.now() - datetime.timedelta(hours=hours)
+    deleted, _ = IdempotencyRecord.objects.filter(
+        created_at__lt=cutoff, status__in=[Status.SUCCEEDED, Status.FAILED]
+    ).delete()
+    return deleted

@@ -1,0 +1,358 @@
+"""ToolCallingManager: resolve the definitions offered to a context and run every proposed call
+through the governed pipeline of DESIGN section 4 (seed 000 section 2: resolveToolDefinitions /
+executeToolCalls).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.utils.module_loading import import_string
+from pydantic import ValidationError
+
+from agentplatform.errors import PermissionDenied
+from approvals import services as approvals
+from approvals.errors import ConfirmationExpired, ConfirmationNotFound
+from audit import events, metrics
+from tools.context import ToolContext
+from tools.convert import limit_result
+from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
+from tools.hashing import arguments_hash as hash_arguments
+from tools.idempotency import Outcome, idempotency_execute, idempotency_peek
+from tools.masking import mask_mapping
+from tools.models import ApprovalPolicy, Tool
+from tools.policy import effective_policy
+from tools.registry import ToolSpec
+from tools.results import ToolResult
+from tools.selectors import offered_tools, tool_available_to_tenant
+
+logger = logging.getLogger(__name__)
+
+EventSink = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One proposed call, as the model sent it: `arguments` is the raw JSON text (maybe invalid)."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True)
+class PendingConfirmation:
+    """A gated call waiting for a human. `token` is the raw requester token (once), else None.
+
+    Never put `token` into a model message, a log line or an audit row.
+    """
+
+    tool_call_id: str
+    confirmation_id: str
+    tool: str
+    summary: str
+    risk: str
+    needs: str  # "requester" | "approvers"
+    quorum: int
+    expires_at: str
+    token: str | None = field(default=None, repr=False)
+
+    def public(self) -> dict[str, Any]:
+        """The client-facing shape without the token."""
+        return {"confirmation_id": self.confirmation_id, "tool_call_id": self.tool_call_id, "tool": self.tool,
+                "summary": self.summary, "risk": self.risk, "needs": self.needs, "quorum": self.quorum,
+                "expires_at": self.expires_at}
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """The fate of one call: its ToolResult, and the pending confirmation when it waits."""
+
+    call: ToolCall
+    result: ToolResult
+    pending: PendingConfirmation | None = None
+    return_direct: bool = False
+
+    def tool_message(self) -> dict[str, Any]:
+        """The OpenAI tool message answering this call id."""
+        return {"role": "tool", "tool_call_id": self.call.id, "content": self.result.to_json()}
+
+
+@dataclass(frozen=True)
+class ToolExecutionResult:
+    """What `execute_tool_calls` returns (seed 000 ToolExecutionResult).
+
+    outcomes: one per call, in the model's order. must_wait: some call waits for a human.
+    """
+
+    outcomes: list[CallOutcome]
+
+    @property
+    def pending(self) -> list[PendingConfirmation]:
+        return [o.pending for o in self.outcomes if o.pending is not None]
+
+    @property
+    def must_wait(self) -> bool:
+        return any(o.pending is not None for o in self.outcomes)
+
+    @property
+    def tool_messages(self) -> list[dict[str, Any]]:
+        """Tool messages of the calls that finished (waiting calls are answered on resume)."""
+        return [o.tool_message() for o in self.outcomes if o.pending is None]
+
+    @property
+    def return_direct(self) -> bool:
+        """True when every call of the turn is return_direct and none waits (seed 002 section 27)."""
+        return bool(self.outcomes) and not self.must_wait and all(o.return_direct for o in self.outcomes)
+
+
+class _Stop(Exception):
+    """Internal: a pipeline step stopped the call with this result (already audited)."""
+
+    def __init__(self, result: ToolResult) -> None:
+        self.result = result
+
+
+def parse_tool_calls(assistant_message: dict[str, Any]) -> list[ToolCall]:
+    """Read the `tool_calls` of an OpenAI assistant message into ToolCall objects (arguments raw)."""
+    calls = []
+    for raw in assistant_message.get("tool_calls") or []:
+        function = raw.get("function") or {}
+        calls.append(ToolCall(id=str(raw.get("id") or ""), name=str(function.get("name") or ""),
+                              arguments=function.get("arguments")))
+    return calls
+
+
+def _propagates(error: BaseException) -> bool:
+    """DESIGN step 9: which exceptions reach the caller instead of becoming a failure result."""
+    if settings.TOOLS_THROW_ON_ERROR:
+        return True
+    if isinstance(error, (PermissionDenied, DatabaseError, OSError)):
+        return True
+    return any(isinstance(error, import_string(path)) for path in settings.TOOLS_PROPAGATE_EXCEPTIONS)
+
+
+def _field_errors(error: ValidationError) -> list[dict[str, str]]:
+    # Input values are left out: they may be huge or sensitive.
+    return [{"field": ".".join(str(p) for p in e["loc"]) or "(root)", "error": e["msg"]}
+            for e in error.errors(include_url=False, include_input=False)][:20]
+
+
+class ToolCallingManager:
+    """Resolves tool definitions and executes tool calls through the governed pipeline."""
+
+    def offered(self, ctx: ToolContext) -> dict[str, tuple[ToolSpec, Tool]]:
+        """name -> (spec, row) of the tools offered to the context's user right now."""
+        offered = offered_tools(user=ctx.user)
+        if ctx.offered:
+            offered = {name: pair for name, pair in offered.items() if name in ctx.offered}
+        return offered
+
+    def resolve_definitions(self, ctx: ToolContext) -> list[dict[str, Any]]:
+        """Return the OpenAI tool schemas offered to this context's user (enabled, allowed for the
+        tenant, `use_tool` held). Tools not offered are not sent to the model at all."""
+        return [spec.definition() for spec, _ in offered_tools(user=ctx.user).values()]
+
+    def execute_tool_calls(
+        self, ctx: ToolContext, assistant_message: dict[str, Any], *, on_event: EventSink | None = None,
+        only: set[str] | None = None,
+    ) -> ToolExecutionResult:
+        """Run each call of an assistant message through the eleven pipeline steps.
+
+        ctx: server-built context (its `confirmations` map call ids to requests to consume on
+        resume). only: restrict to these call ids (resume). on_event(type, payload): progress
+        sink for TOOL_CALL_STARTED / CONFIRMATION_REQUIRED / TOOL_EXECUTION_COMPLETED.
+        Returns the outcomes (every call id answered once, or pending). Raises ToolPermissionDenied
+        and system errors (DESIGN step 9) after auditing them.
+        """
+        emit = on_event or (lambda kind, payload: None)
+        offered = self.offered(ctx)
+        outcomes = []
+        for call in parse_tool_calls(assistant_message):
+            if only is not None and call.id not in only:
+                continue
+            emit("TOOL_CALL_STARTED", {"tool_call_id": call.id, "tool": call.name})
+            outcome = self.execute_call(ctx, call, offered)
+            if outcome.pending is not None:
+                emit("CONFIRMATION_REQUIRED", outcome.pending.public())
+            else:
+                emit("TOOL_EXECUTION_COMPLETED", {"tool_call_id": call.id, "tool": call.name,
+                                                  "success": outcome.result.success, "code": outcome.result.code})
+            outcomes.append(outcome)
+        return ToolExecutionResult(outcomes)
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def execute_call(self, ctx: ToolContext, call: ToolCall, offered: dict[str, tuple[ToolSpec, Tool]]) -> CallOutcome:
+        """Run one call through steps 1-11. See `execute_tool_calls` for the errors raised."""
+        started = time.perf_counter()
+        audit = _CallAudit(ctx, call, started)
+        try:
+            spec, row = self._resolve(ctx, call, offered, audit)
+            params = self._parse_and_validate(spec, call, audit)
+            normalized = params.model_dump(mode="json")
+            audit.arguments(normalized)
+            self._authorize(ctx, spec, audit)
+            policy = effective_policy(spec, row)
+            audit.policy = policy.policy
+            if policy.policy == ApprovalPolicy.DENY:
+                raise _Stop(audit.stop("DENIED", ToolResult.failure("POLICY_DENIED", "the tool policy denies this call")))
+            key = spec.idempotency_key(ctx, params) if spec.idempotency_key else None
+            audit.idempotency_key = key or ""
+            confirmation_id = None
+            if policy.gated:
+                if key:
+                    earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash)
+                    if earlier is not None:
+                        return self._finish(spec, call, earlier, audit)
+                confirmation_id = ctx.confirmations.get(call.id)
+                if confirmation_id is None:
+                    return self._request_confirmation(ctx, call, spec, row, params, normalized, policy, audit)
+            return self._execute(ctx, call, spec, params, key, confirmation_id, audit)
+        except _Stop as stop:
+            return CallOutcome(call, stop.result)
+
+    def _resolve(self, ctx, call, offered, audit) -> tuple[ToolSpec, Tool]:
+        if call.name in offered:
+            return offered[call.name]
+        if call.name and tool_available_to_tenant(name=call.name, tenant_id=ctx.tenant_id):
+            audit.deny("PERMISSION_DENIED", "the user may not use this tool")
+            raise ToolPermissionDenied(f"you may not use the tool {call.name}")
+        raise _Stop(audit.stop("NOT_FOUND", ToolResult.failure(
+            "TOOL_NOT_FOUND", f"no tool named {call.name[:100]!r} is available; use only the offered tools")))
+
+    def _parse_and_validate(self, spec: ToolSpec, call: ToolCall, audit) -> Any:
+        raw = call.arguments
+        if not isinstance(raw, str):
+            raise _Stop(audit.invalid("arguments must be a JSON object encoded as a string"))
+        if len(raw.encode("utf-8")) > settings.TOOLS_MAX_ARGUMENT_BYTES:
+            raise _Stop(audit.invalid(f"arguments exceed {settings.TOOLS_MAX_ARGUMENT_BYTES} bytes"))
+        try:
+            parsed = json.loads(raw)
+        except ValueError as exc:
+            raise _Stop(audit.invalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"))
+        if not isinstance(parsed, dict):
+            raise _Stop(audit.invalid(f"arguments must be a JSON object, not {type(parsed).__name__}"))
+        try:
+            params = spec.parameters.model_validate(parsed)
+        except ValidationError as exc:
+            raise _Stop(audit.invalid("arguments do not match the tool's schema", {"errors": _field_errors(exc)}))
+        if spec.validate is not None:
+            try:
+                spec.validate(params)
+            except ToolValidationError as exc:
+                raise _Stop(audit.invalid(exc.message))
+        return params
+
+    def _authorize(self, ctx: ToolContext, spec: ToolSpec, audit) -> None:
+        if spec.permission and not ctx.user.has_perm(spec.permission):
+            audit.deny("PERMISSION_DENIED", f"missing permission {spec.permission}")
+            raise ToolPermissionDenied(f"missing permission {spec.permission}")
+
+    def _request_confirmation(self, ctx, call, spec, row, params, normalized, policy, audit) -> CallOutcome:
+        request, token = approvals.confirmation_create(
+            tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
+            tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,
+            masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params),
+            risk=policy.risk, policy=policy.policy, quorum=policy.quorum, ttl_seconds=policy.ttl_seconds,
+            context_excerpt=ctx.conversation_excerpt,
+        )
+        needs = "requester" if policy.policy == ApprovalPolicy.REQUESTER else "approvers"
+        pending = PendingConfirmation(
+            tool_call_id=call.id, confirmation_id=str(request.pk), tool=spec.name, summary=request.summary,
+            risk=policy.risk, needs=needs, quorum=policy.quorum, expires_at=request.expires_at.isoformat(),
+            token=token,
+        )
+        result = ToolResult.failure("CONFIRMATION_REQUIRED", f"waiting for {needs} to confirm: {request.summary}",
+                                    data=pending.public())
+        audit.confirmation_id = request.pk
+        audit.write("CONFIRMATION_REQUIRED", result)
+        return CallOutcome(call, result, pending=pending)
+
+    def _execute(self, ctx, call, spec, params, key, confirmation_id, audit) -> CallOutcome:
+        def action() -> tuple[ToolResult, str]:
+            data = spec.execute(ctx, params)
+            business_id = spec.business_result_id(data) if spec.business_result_id else ""
+            return ToolResult.ok(limit_result(spec.result_converter(data))), business_id
+
+        audit.confirmation_id = confirmation_id
+        try:
+            with transaction.atomic():
+                if confirmation_id is not None:
+                    approvals.confirmation_consume(
+                        request_id=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
+                        conversation_id=ctx.conversation_id, tool_name=spec.name, arguments_hash=audit.hash,
+                    )
+                if key:
+                    outcome = idempotency_execute(tenant_id=ctx.tenant_id, key=key, tool_name=spec.name,
+                                                  arguments_hash=audit.hash, action=action)
+                else:
+                    try:
+                        with transaction.atomic():
+                            result, business_id = action()
+                        outcome = Outcome("EXECUTED", result, business_id)
+                    except ToolBusinessError as error:
+                        outcome = Outcome("EXECUTED", ToolResult.failure(error.code, error.message))
+                # Audited inside the transaction: if the audit write fails, nothing ran (fail closed).
+                return self._finish(spec, call, outcome, audit)
+        except ConfirmationExpired as error:
+            return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
+        except ConfirmationNotFound as error:
+            return CallOutcome(call, audit.stop("DENIED", ToolResult.failure("CONFIRMATION_INVALID", error.message)))
+        except Exception as error:  # DESIGN step 9
+            if _propagates(error):
+                audit.write("FAILED", ToolResult.failure(getattr(error, "code", "SYSTEM_ERROR"), type(error).__name__))
+                raise
+            logger.exception("tool %s failed", spec.name)
+            return CallOutcome(call, audit.stop("FAILED", ToolResult.failure(
+                "TOOL_EXECUTION_FAILED", f"the tool failed ({type(error).__name__}); try again later",
+                retryable=True, terminal=False)))
+
+    def _finish(self, spec: ToolSpec, call: ToolCall, outcome: Outcome, audit) -> CallOutcome:
+        decision = {"EXECUTED": "EXECUTED" if outcome.result.success else "FAILED",
+                    "IDEMPOTENT_HIT": "IDEMPOTENT_HIT"}.get(outcome.kind, "REFUSED")
+        audit.business_result_id = outcome.business_result_id
+        audit.write(decision, outcome.result)
+        return CallOutcome(call, outcome.result, return_direct=spec.return_direct)
+
+
+class _CallAudit:
+    """Collects the audit fields of one call as the pipeline learns them (step 11)."""
+
+    def __init__(self, ctx: ToolContext, call: ToolCall, started: float) -> None:
+        self.ctx, self.call, self.started = ctx, call, started
+        self.hash, self.masked, self.policy = "", None, ""
+        self.idempotency_key, self.business_result_id = "", ""
+        self.confirmation_id = None
+
+    def arguments(self, normalized: dict[str, Any]) -> None:
+        self.hash = hash_arguments(normalized)
+        self.masked = mask_mapping(normalized)
+
+    def write(self, decision: str, result: ToolResult) -> None:
+        seconds = time.perf_counter() - self.started
+        events.record(
+            tenant_id=self.ctx.tenant_id, actor_id=self.ctx.user_id, decision=decision,
+            tool_name=self.call.name[:100], status=result.code, policy_decision=self.policy,
+            request_id=self.ctx.request_id, conversation_id=self.ctx.conversation_id, run_id=self.ctx.run_id,
+            tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=self.masked,
+            confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,
+            business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
+            message=result.message,
+        )
+        metrics.tool_finished(tool_name=self.call.name[:100] or "-", seconds=seconds, result_bytes=len(result.to_json()))
+
+    def stop(self, decision: str, result: ToolResult) -> ToolResult:
+        self.write(decision, result)
+        return result
+
+    def invalid(self, message: str, data: Any = None) -> ToolResult:
+        return self.stop("INVALID", ToolResult.failure("INVALID_ARGUMENTS", message, data=data))
+
+    def deny(self, code: str, message: str) -> None:
+        self.write("DENIED", ToolResult.failure(code, message))

@@ -1,0 +1,105 @@
+"""Database side of the tool registry: Tool rows (admin overrides, guardian object permissions),
+per-tenant policies, and the idempotency records that make side effects run once."""
+from __future__ import annotations
+
+from django.db import models
+
+
+class RiskLevel(models.TextChoices):
+    LOW = "LOW"
+    MEDIUM = "MEDIUM"
+    HIGH = "HIGH"
+    CRITICAL = "CRITICAL"
+
+
+class ApprovalPolicy(models.TextChoices):
+    NONE = "NONE", "No confirmation"
+    REQUESTER = "REQUESTER", "Requester confirmation"
+    APPROVERS = "APPROVERS", "Approvers with quorum"
+    DENY = "DENY", "Always deny"
+
+
+class Tool(models.Model):
+    """Mirror of one registered tool. Admin overrides (blank = the registry's value) live here,
+    and guardian grants `use_tool` / `approve_tool` on each row to users and groups."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    registered = models.BooleanField(default=True, help_text="False when the code no longer registers it.")
+    default_risk = models.CharField(max_length=16, choices=RiskLevel.choices)
+    default_policy = models.CharField(max_length=16, choices=ApprovalPolicy.choices)
+    risk_override = models.CharField(max_length=16, choices=RiskLevel.choices, blank=True)
+    policy_override = models.CharField(max_length=16, choices=ApprovalPolicy.choices, blank=True)
+    quorum = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Approvals needed; blank = registry.")
+    ttl_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Confirmation TTL; blank = registry.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        permissions = [
+            ("use_tool", "May have the agent call this tool"),
+            ("approve_tool", "May approve calls of this tool"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def risk(self) -> str:
+        return self.risk_override or self.default_risk
+
+    @property
+    def policy(self) -> str:
+        return self.policy_override or self.default_policy
+
+
+class TenantToolPolicy(models.Model):
+    """Per-tenant whitelist entry: a tool is offered in a tenant only where `enabled`.
+
+    A tenant without a row for a tool does not get it (fail closed); the demo seeds rows.
+    """
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="tool_policies")
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="tenant_policies")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tenant tool policy"
+        verbose_name_plural = "tenant tool policies"
+        constraints = [models.UniqueConstraint(fields=["tenant", "tool"], name="one_policy_per_tenant_tool")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} / {self.tool} ({'on' if self.enabled else 'off'})"
+
+
+class IdempotencyRecord(models.Model):
+    """Claim and stored result of one side effect, unique on (tenant, key) (seed 002 section 16).
+
+    The claim is the INSERT: two racing callers cannot both insert. For local business changes the
+    record and the change commit in one transaction, so a SUCCEEDED record means the change exists.
+    """
+
+    class Status(models.TextChoices):
+        PROCESSING = "PROCESSING"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=128)
+    tool_name = models.CharField(max_length=100)
+    arguments_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    result = models.JSONField(null=True, blank=True)
+    business_result_id = models.CharField(max_length=128, blank=True)
+    locked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "key"], name="idempotency_unique_tenant_key")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.key[:12]} {self.status}"

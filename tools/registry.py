@@ -1,0 +1,114 @@
+"""The tool registry: what a tool is, in code. The database mirror (tools.models.Tool) carries
+admin overrides and object permissions; risk and policy never come from a tool's self-description
+at run time (DESIGN section 9)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from tools.context import ToolContext
+
+DEFAULT_POLICY = {"LOW": "NONE", "MEDIUM": "NONE", "HIGH": "REQUESTER", "CRITICAL": "APPROVERS"}
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One registered tool.
+
+    name: wire name. description: for the model. parameters: pydantic model with extra="forbid".
+    risk: LOW/MEDIUM/HIGH/CRITICAL. permission: Django permission ("app.codename") the user needs
+    besides `use_tool`. policy: NONE/REQUESTER/APPROVERS/DENY (default from risk). quorum: approvals
+    needed for APPROVERS (CRITICAL is never below 2). ttl_seconds: confirmation lifetime.
+    execute(ctx, params) -> dict: the business function. validate(params): business rules, raises
+    ToolValidationError. idempotency_key(ctx, params) -> str | None. result_converter(data) -> dict:
+    allow-list and masking. summarize(params) -> str: what a human confirms. return_direct: results
+    are the answer. business_result_id(data) -> str: id recorded in audit.
+    """
+
+    name: str
+    description: str
+    parameters: type[BaseModel]
+    execute: Callable[[ToolContext, Any], Any]
+    risk: str = "LOW"
+    permission: str = ""
+    policy: str = ""
+    quorum: int = 1
+    ttl_seconds: int = 900
+    validate: Callable[[Any], None] | None = None
+    idempotency_key: Callable[[ToolContext, Any], str | None] | None = None
+    result_converter: Callable[[Any], Any] = _identity
+    summarize: Callable[[Any], str] | None = None
+    business_result_id: Callable[[Any], str] | None = None
+    return_direct: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def default_policy(self) -> str:
+        return self.policy or DEFAULT_POLICY[self.risk]
+
+    def definition(self) -> dict[str, Any]:
+        """The ToolDefinition in OpenAI's wire format: name, description, JSON Schema. Nothing else."""
+        schema = self.parameters.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": schema}}
+
+    def summary(self, params: BaseModel) -> str:
+        if self.summarize is not None:
+            return self.summarize(params)
+        return f"{self.name}({params.model_dump_json()})"
+
+
+class ToolRegistry:
+    """Name -> ToolSpec. `register` refuses duplicates and parameter models that allow extras."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+
+    def register(self, spec: ToolSpec) -> ToolSpec:
+        """Add a tool. Raises ValueError on a duplicate name or a parameter model without extra='forbid'."""
+        if spec.name in self._tools:
+            raise ValueError(f"tool {spec.name!r} is already registered")
+        if spec.parameters.model_config.get("extra") != "forbid":
+            raise ValueError(f"{spec.name}: parameter model must set extra='forbid'")
+        if spec.risk not in DEFAULT_POLICY:
+            raise ValueError(f"{spec.name}: unknown risk {spec.risk!r}")
+        self._tools[spec.name] = spec
+        return spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def all(self) -> list[ToolSpec]:
+        return list(self._tools.values())
+
+    def unregister(self, name: str) -> None:
+        """Remove a tool (tests register throwaway tools)."""
+        self._tools.pop(name, None)
+
+
+registry = ToolRegistry()
+
+
+def tool(**options: Any) -> Callable[[Callable[[ToolContext, Any], Any]], ToolSpec]:
+    """Decorator registering `execute(ctx, params)` as a tool; options are ToolSpec fields.
+
+    Example::
+
+        @tool(name="query_inventory", description="...", parameters=QueryInventory, risk="MEDIUM",
+              permission="catalog.view_stocklevel")
+        def query_inventory(ctx, params): ...
+    """
+
+    def decorate(fn: Callable[[ToolContext, Any], Any]) -> ToolSpec:
+        return registry.register(ToolSpec(execute=fn, **options))
+
+    return decorate

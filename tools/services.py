@@ -1,0 +1,40 @@
+"""Writes on the tool registry mirror and tenant policies."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from tools.models import TenantToolPolicy, Tool
+from tools.registry import registry
+
+
+def tools_sync_registry() -> list[Tool]:
+    """Create or refresh one Tool row per registered tool; mark rows no longer in code unregistered.
+
+    Keeps admin overrides and `enabled` untouched. Returns the rows of the registered tools.
+    """
+    import tools.catalog.tools  # noqa: F401  - registers the built-in catalog
+
+    rows = []
+    with transaction.atomic():
+        for spec in registry.all():
+            row, _ = Tool.objects.update_or_create(
+                name=spec.name,
+                defaults={"description": spec.description.strip(), "default_risk": spec.risk,
+                          "default_policy": spec.default_policy, "registered": True},
+            )
+            rows.append(row)
+        Tool.objects.exclude(name__in=[s.name for s in registry.all()]).update(registered=False)
+    return rows
+
+
+def post_migrate_sync(sender, **kwargs) -> None:
+    """post_migrate receiver: mirror the registry once the tools table exists."""
+    tools_sync_registry()
+
+
+@transaction.atomic
+def tenant_tool_set_enabled(*, tenant_id: int, tool_name: str, enabled: bool) -> TenantToolPolicy:
+    """Enable or disable one tool for one tenant. Raises Tool.DoesNotExist for an unknown tool."""
+    tool = Tool.objects.get(name=tool_name)
+    policy, _ = TenantToolPolicy.objects.update_or_create(tenant_id=tenant_id, tool=tool, defaults={"enabled": enabled})
+    return policy
