@@ -132,7 +132,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
 _BROKER = env_str("CELERY_BROKER_URL", "")
 # No broker configured: run tasks eagerly in-process (the embedded default).
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", not _BROKER)
-CELERY_BROKER_URL = _BROKER or "memory://"
+CELERY_BROKER_URL = _BROKER or "memory://localhost/"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

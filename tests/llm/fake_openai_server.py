@@ -99,11 +99,13 @@ def function_call(id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> ScriptedResponse:
+    """A JSON answer (e.g. a `completion(...)` body) with a status code and extra headers."""
     return ScriptedResponse(status=status, body=body, headers=dict(headers or {}))
 
 
 def sse_response(chunks: list[dict[str, Any] | str], *, done: bool = True, drop_after: int | None = None,
                  headers: dict[str, str] | None = None) -> ScriptedResponse:
+    """A streamed answer: `chunks` as SSE events, then `[DONE]` unless done=False; see ScriptedResponse."""
     return ScriptedResponse(sse=list(chunks), done=done, drop_after=drop_after, headers=dict(headers or {}))
 
 

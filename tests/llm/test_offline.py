@@ -109,7 +109,8 @@ def test_answer_from_tool_results_uses_the_real_numbers(stream):
 def test_chinese_answer_and_failures_explained():
     answer = _answer("查询 SKU-10001 库存，并取消订单 A202607290001",
                      [_result(True, "OK", "OK", INVENTORY_DATA),
-                      _result(False, "ORDER_NOT_CANCELLABLE", "order A202607290001 is SHIPPED and can no longer be cancelled")])
+                      _result(False, "ORDER_NOT_CANCELLABLE",
+                              "order A202607290001 is SHIPPED and can no longer be cancelled")])
 
     assert "可用 120 件，锁定 5 件" in answer
     assert "ORDER_NOT_CANCELLABLE" in answer and "SHIPPED" in answer
@@ -147,7 +148,8 @@ def test_no_intent_gets_help_text_and_no_calls():
 
 def test_never_echoes_confirmation_tokens():
     turn = _ask("cancel A202607290001 because ct_Zk3s9QmXw1")
-    answer = _answer("cancel A202607290001", [_result(False, "CONFIRMATION_INVALID", "token ct_Zk3s9QmXw1 is not valid")])
+    answer = _answer("cancel A202607290001",
+                     [_result(False, "CONFIRMATION_INVALID", "token ct_Zk3s9QmXw1 is not valid")])
 
     assert "ct_" not in turn.tool_calls[0].arguments
     assert "ct_" not in answer and "CONFIRMATION_INVALID" in answer
@@ -157,7 +159,8 @@ def test_call_ids_are_unique_within_a_conversation():
     messages = [{"role": "user", "content": "check SKU-10001"}]
     first = complete(messages=messages, tools=[])
     messages += [first.assistant_message(),
-                 {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": _result(True, "OK", "OK", INVENTORY_DATA)},
+                 {"role": "tool", "tool_call_id": first.tool_calls[0].id,
+                  "content": _result(True, "OK", "OK", INVENTORY_DATA)},
                  {"role": "assistant", "content": "SKU-10001: 120 available."},
                  {"role": "user", "content": "check SKU-10001"}]
 
