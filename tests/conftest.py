@@ -32,6 +32,8 @@ def _offline_model(settings):
     """Every test talks to the offline model unless it points LLM_* at its own fake server."""
     settings.LLM_API_KEY = ""
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # Seeding ten personas with PBKDF2 costs seconds per test; the hasher is not under test.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     yield
 
 

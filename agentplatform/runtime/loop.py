@@ -6,6 +6,7 @@ No database transaction is held across a model call; each state change is saved 
 from __future__ import annotations
 
 import datetime
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -193,15 +194,39 @@ def _fail(run: Run, recorder: EventRecorder, code: str, message: str) -> None:
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
 
 
-def _refuse_incomplete_turn(run: Run, ctx: ToolContext, turn: ModelTurn) -> None:
-    """A turn cut short (finish_reason length/content_filter) executes nothing (DESIGN section 9)."""
-    result = ToolResult.failure("TURN_INCOMPLETE", f"your reply was cut off (finish_reason={turn.finish_reason}); "
-                                "no tool was executed; send complete tool calls again", retryable=True, terminal=False)
+def _unparseable(arguments: Any) -> bool:
+    try:
+        return not isinstance(json.loads(arguments), dict)
+    except (TypeError, ValueError):
+        return True
+
+
+def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCallingManager,
+                 recorder: EventRecorder) -> bool:
+    """Refuse a whole turn that was cut short (finish_reason length/content_filter) or carries a call
+    with unparseable arguments: nothing in it executes, and every call id is told why (issue 2 item
+    9; DESIGN section 9: execute only after a complete model turn). Returns True when refused."""
+    bad = {c.id for c in turn.tool_calls if _unparseable(c.arguments)} if turn.complete else set()
+    if turn.complete and not bad:
+        return False
+    if bad:
+        # The broken calls go through the pipeline, which rejects them at step 2 (and audits them).
+        for message in manager.execute_tool_calls(ctx, turn.assistant_message(), on_event=recorder.emit,
+                                                  only=bad).tool_messages:
+            _append(run, message)
+        why = "another call in the same turn had unparseable arguments"
+    else:
+        why = f"your reply was cut off (finish_reason={turn.finish_reason})"
+    result = ToolResult.failure("TURN_INCOMPLETE", f"{why}; no tool was executed; send complete tool calls again",
+                                retryable=True, terminal=False)
     for call in turn.tool_calls:
+        if call.id in bad:
+            continue
         audit.record(tenant_id=ctx.tenant_id, actor_id=ctx.user_id, decision="INVALID", tool_name=call.name[:100],
                      status=result.code, request_id=ctx.request_id, conversation_id=ctx.conversation_id,
                      run_id=ctx.run_id, tool_call_id=call.id, message=result.message)
         _append(run, {"role": "tool", "tool_call_id": call.id, "content": result.to_json()})
+    return True
 
 
 def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolCallingManager) -> RunOutcome:
@@ -226,8 +251,7 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 _save(run, "status", "stop_reason", "state", "iterations")
                 recorder.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
                 return RunOutcome(run, tool_calls=assistant["tool_calls"])
-            if not turn.complete:
-                _refuse_incomplete_turn(run, ctx, turn)
+            if _refuse_turn(run, ctx, turn, manager, recorder):
                 _save(run, "state", "iterations")
                 continue
             result = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit)
