@@ -79,3 +79,23 @@ def outsider(people):
 @pytest.fixture
 def outsider_approver(people):
     return people["globex"]["approver1"]
+
+
+@pytest.fixture
+def scripted_model(settings):
+    """Point the platform's model client at a FakeOpenAIServer; enqueue responses, read `.requests`.
+
+    Streaming is on (the default), so enqueue `sse_response(...)` or plain JSON `completion(...)`
+    bodies with `settings.LLM_STREAM = False`.
+    """
+    from agentplatform.llm.client import reset_client
+    from tests.llm.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        settings.LLM_API_KEY = "sk-test-scripted"
+        settings.LLM_BASE_URL = server.url
+        settings.LLM_MAX_RETRIES = 0
+        settings.LLM_STREAM = False
+        reset_client()
+        yield server
+    reset_client()
