@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served by the project (no CDN)
     "guardian",
     # bottom: tenancy and audit
     "agentplatform.tenancy",
@@ -40,6 +41,8 @@ INSTALLED_APPS = [
     "tools.catalog",
     # top: the agent runtime
     "agentplatform.runtime",
+    # the REST API (its HTTP Idempotency-Key records) sits on top of everything
+    "agentplatform.api",
 ]
 
 MIDDLEWARE = [
@@ -125,7 +128,25 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Governed tool calls for LLM agents: chat, runs, confirmations, approvals, audit.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and its favicon come from drf-spectacular-sidecar's static files, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # Separate request and response components (read-only fields stay out of request bodies).
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "agentplatform.runtime.models.Run.Status",
+        "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",
+    },
 }
+# HTTP Idempotency-Key on POST /api/v1/chat/ (IETF httpapi draft): records live 24 h; a claim left
+# PROCESSING by a crashed request may be taken over after the lease.
+API_IDEMPOTENCY_TTL_HOURS = env_int("API_IDEMPOTENCY_TTL_HOURS", 24)
+API_IDEMPOTENCY_LEASE_SECONDS = env_int("API_IDEMPOTENCY_LEASE_SECONDS", 300)
+# Server-Sent Events of a run: database poll interval, longest stream, keep-alive comment interval.
+API_SSE_POLL_SECONDS = env_float("API_SSE_POLL_SECONDS", 0.5)
+API_SSE_MAX_SECONDS = env_float("API_SSE_MAX_SECONDS", 60.0)
+API_SSE_HEARTBEAT_SECONDS = env_float("API_SSE_HEARTBEAT_SECONDS", 15.0)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
 
 # --- Celery -------------------------------------------------------------------
@@ -138,17 +159,51 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# One message reserved per pool process: with late acks a prefetched message would wait behind a
+# long resume, unacknowledged and eligible for redelivery.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Longest task (a resume: several model calls) is bounded by these limits; the Redis
-# visibility timeout must stay above them so an unacked task is not redelivered while
-# it still runs. Redelivery is harmless anyway: every task is idempotent in the database.
+# Late acknowledgement is opted into per task, and only by tasks that are idempotent in the
+# database (all of ours: runtime.resume_run, runtime.recover_stuck_runs,
+# approvals.expire_confirmations, tools.prune_idempotency_records); each of them also sets
+# reject_on_worker_lost, so a worker killed mid-task leaves its message to be redelivered.
+CELERY_TASK_ACKS_LATE = False
+# After a broker connection loss a late-ack task cannot be acknowledged and will be redelivered;
+# letting it finish is better than killing it: the redelivered copy finds the work claimed or done.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Time limits (seconds). Default for any task; the sweeps (expiry, recovery, pruning) are short;
+# a resume may make AGENT_MAX_ITERATIONS model calls of LLM_TIMEOUT_SECONDS x (LLM_MAX_RETRIES + 1)
+# each (6 x 30 x 3 = 540 s at the defaults) plus the tools of each turn.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_SWEEP_SOFT_TIME_LIMIT = env_int("CELERY_SWEEP_SOFT_TIME_LIMIT", 60)
+CELERY_SWEEP_TIME_LIMIT = env_int("CELERY_SWEEP_TIME_LIMIT", 90)
+CELERY_RESUME_SOFT_TIME_LIMIT = env_int("CELERY_RESUME_SOFT_TIME_LIMIT", 600)
+CELERY_RESUME_TIME_LIMIT = env_int("CELERY_RESUME_TIME_LIMIT", 660)
+# A resume that meets a model outage (ModelUnavailable: timeouts, connection errors, 429/5xx after
+# the SDK's own retries) parks the run and retries with exponential backoff and full jitter
+# (factor x 2**n seconds, capped); after the last retry the run is FAILED with MODEL_UNAVAILABLE.
+CELERY_RESUME_MAX_RETRIES = env_int("CELERY_RESUME_MAX_RETRIES", 5)
+CELERY_RESUME_RETRY_BACKOFF = env_int("CELERY_RESUME_RETRY_BACKOFF", 2)
+CELERY_RESUME_RETRY_BACKOFF_MAX = env_int("CELERY_RESUME_RETRY_BACKOFF_MAX", 120)
+# Redis redelivers a message not acknowledged within visibility_timeout. It must stay above the
+# longest task (CELERY_RESUME_TIME_LIMIT) and the longest retry countdown, or a task still running
+# (or waiting for its ETA) is delivered a second time. That second copy would do no harm (every
+# task is idempotent) but wastes a worker. Unacknowledged messages are swept back about every
+# interval x throttle seconds (kombu's defaults: 10 x 10).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600),
+    "unacked_restore_interval": env_int("CELERY_UNACKED_RESTORE_INTERVAL", 10),
+    "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10),
+    "socket_connect_timeout": 5,
+}
+# The periodic schedule lives here, in settings (not in the database): `celery -A agentplatform
+# beat` reads it. See docs/operations.md.
 CELERY_BEAT_SCHEDULE = {
     "expire-confirmations": {"task": "approvals.expire_confirmations", "schedule": 15.0},
     "recover-stuck-work": {"task": "runtime.recover_stuck_runs", "schedule": 60.0},
     "prune-idempotency-records": {"task": "tools.prune_idempotency_records", "schedule": 3600.0},
+    "prune-http-idempotency-keys": {"task": "api.prune_http_idempotency_keys", "schedule": 3600.0},
 }
 
 # --- Model access -------------------------------------------------------------

@@ -4,5 +4,8 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("agentplatform.api.urls")),  # REST API /api/v1/, schema, docs
+    path("approvals/", include("approvals.urls")),
+    path("", include("agentplatform.web.urls")),  # /, /chat/, product login/logout (before auth urls)
     path("accounts/", include("django.contrib.auth.urls")),
 ]

@@ -15,6 +15,7 @@ from django.db import DatabaseError, transaction
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
+from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound
@@ -280,8 +281,7 @@ class ToolCallingManager:
             business_id = spec.business_result_id(data) if spec.business_result_id else ""
             return ToolResult.ok(limit_result(spec.result_converter(data))), business_id
 
-        audit.confirmation_id = confirmation_id
-        try:
+        def consume_and_execute() -> CallOutcome:
             with transaction.atomic():
                 if confirmation_id is not None:
                     approvals.confirmation_consume(
@@ -298,8 +298,18 @@ class ToolCallingManager:
                         outcome = Outcome("EXECUTED", result, business_id)
                     except ToolBusinessError as error:
                         outcome = Outcome("EXECUTED", ToolResult.failure(error.code, error.message))
+                if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
+                    # DESIGN step 9: TOOLS_THROW_ON_ERROR propagates business failures too. Raising
+                    # here rolls back the stored failure and the consumption with the failed attempt.
+                    raise ToolBusinessError(outcome.result.message, code=outcome.result.code)
                 # Audited inside the transaction: if the audit write fails, nothing ran (fail closed).
                 return self._finish(spec, call, outcome, audit)
+
+        audit.confirmation_id = confirmation_id
+        try:
+            # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
+            # business change, audit row), so running it again executes the side effect once.
+            return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
         except ConfirmationNotFound as error:

@@ -1,10 +1,16 @@
-"""One error body everywhere: {"code", "message", "retryable"} (DESIGN section 7)."""
+"""One error body everywhere: {"code", "message", "retryable"} (DESIGN section 7).
+
+`exception_handler` is DRF's EXCEPTION_HANDLER; `api_not_found` answers unknown routes under
+/api/ with the same body; `PayloadTooLarge` is raised for request bodies over
+DATA_UPLOAD_MAX_MEMORY_SIZE (256 KB).
+"""
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -26,17 +32,30 @@ _DRF_CODES = {
 }
 
 
+class PayloadTooLarge(DomainError):
+    """The request body exceeds DATA_UPLOAD_MAX_MEMORY_SIZE (HTTP 413)."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
 def error_body(code: str, message: str, retryable: bool = False, **extra: Any) -> dict[str, Any]:
     """The error body: {"code", "message", "retryable"} plus optional details (e.g. field errors)."""
     return {"code": code, "message": message, "retryable": retryable, **extra}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF exception handler mapping domain and framework errors to the one error body."""
+    """DRF exception handler mapping domain and framework errors to the one error body.
+
+    Returns None for anything else (DRF then re-raises it: a 500 from Django).
+    """
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.retryable), status=exc.http_status)
     if isinstance(exc, ModelUnavailable):
         return Response(error_body(exc.code, "the model is unavailable; try again", True), status=503)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body(PayloadTooLarge.code, "the request body is too large"),
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -48,6 +67,16 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(code, "the request is not valid", False, errors=response.data)
     else:
-        detail = getattr(exc, "detail", "")
-        response.data = error_body(code, str(detail), isinstance(exc, exceptions.Throttled))
+        detail = str(getattr(exc, "detail", ""))
+        if isinstance(exc, exceptions.PermissionDenied) and detail.startswith("CSRF Failed"):
+            code = "CSRF_FAILED"  # a session request without the CSRF token (DRF SessionAuthentication)
+        response.data = error_body(code, detail, isinstance(exc, exceptions.Throttled))
     return response
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Any unknown route under /api/ (including a non-UUID id in a path): 404 with the error body."""
+    message = f"no API endpoint at {request.path[:200]}"
+    if not request.path.endswith("/"):
+        message += " (API paths end with a slash)"
+    return JsonResponse(error_body("NOT_FOUND", message), status=404)

@@ -39,6 +39,27 @@ SYSTEM_PROMPT = (
 
 Listener = Callable[[RunEvent], None]
 
+# A run whose lease expired this many times (its holder died each time) is not continued again:
+# it is FAILED with RUN_LEASE_EXPIRED (a poison run must not kill workers forever).
+MAX_RUN_RECOVERIES = 3
+
+
+class RunClaimLost(Exception):
+    """This process no longer holds the run: its lease expired and another worker recovered it.
+
+    Raised by a fenced write instead of overwriting the new holder's state; the caller stops.
+    """
+
+
+class RunParked(Exception):
+    """The model was unavailable; the run was parked for a task retry instead of failing.
+
+    A parked run is RUNNING with no lease (`lease_expires_at IS NULL`); `run_resume` claims it
+    again. Raised only when the caller asked for it (`park_on_model_error=True`).
+    """
+
+    code = "MODEL_UNAVAILABLE"
+
 
 @dataclass
 class RunOutcome:
@@ -67,9 +88,20 @@ def _lease() -> datetime.datetime:
     return clock.now() + datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
 
 
-def _save(run: Run, *fields: str) -> None:
-    run.lease_expires_at = _lease() if run.status == Run.Status.RUNNING else None
-    run.save(update_fields=[*fields, "lease_expires_at", "updated_at"])
+def _save(run: Run, *fields: str, park: bool = False) -> None:
+    """Write `fields` of a run this process holds and renew its lease (None once it stops running,
+    or when `park`). Fenced: the UPDATE matches only while the row is RUNNING with the lease this
+    process set, so a holder that lost its lease to recovery raises RunClaimLost instead of
+    overwriting the new holder's state."""
+    held = run.lease_expires_at
+    lease = _lease() if run.status == Run.Status.RUNNING and not park else None
+    now = clock.now()
+    values = {name: getattr(run, name) for name in fields if name not in ("lease_expires_at", "updated_at")}
+    changed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, lease_expires_at=held).update(
+        **values, lease_expires_at=lease, updated_at=now)
+    if changed != 1:
+        raise RunClaimLost(f"run {run.pk} is no longer held by this process")
+    run.lease_expires_at, run.updated_at = lease, now
 
 
 def run_start(
@@ -89,50 +121,138 @@ def run_start(
     proposed calls to the caller (seed 000 section 5.3). Raises ToolPermissionDenied when the model
     proposes a tool the user may not use (after marking the run FAILED).
     """
-    with transaction.atomic():
-        run = Run.objects.create(tenant_id=user.tenant_id, user=user, conversation=conversation,
-                                 request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=_lease(),
-                                 state={"messages": [{"role": "user", "content": message}]})
-        Message.objects.create(conversation=conversation, run=run, role="user", content=message)
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
     if internal_tool_execution is None:
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
-    run.state["internal"] = internal_tool_execution
+    with transaction.atomic():
+        # `internal` is stored from the start: a run recovered after a crash must keep it.
+        run = Run.objects.create(tenant_id=user.tenant_id, user=user, conversation=conversation,
+                                 request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=_lease(),
+                                 state={"messages": [{"role": "user", "content": message}],
+                                        "internal": internal_tool_execution})
+        Message.objects.create(conversation=conversation, run=run, role="user", content=message)
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
     recorder = EventRecorder(run, listener)
     return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
 
 
+_RUN_RELATED = ("tenant", "user", "conversation")
+
+
 def _claim(run_id) -> Run | None:
-    """Take an AWAITING_CONFIRMATION run whose every pending call is decided (compare-and-set)."""
-    run = Run.objects.select_related("tenant", "user", "conversation").filter(pk=run_id).first()
-    if run is None or run.status != Run.Status.AWAITING_CONFIRMATION:
-        return None
-    pending = run.state.get("pending") or {}
-    open_ids = ConfirmationRequest.objects.filter(pk__in=list(pending.values()),
-                                                  status=ConfirmationRequest.Status.PENDING)
-    if open_ids.filter(expires_at__gt=clock.now()).exists():
-        return None  # the model is not called again until every pending call is decided
-    claimed = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_CONFIRMATION).update(
-        status=Run.Status.RUNNING, lease_expires_at=_lease(), updated_at=clock.now())
+    """Take an AWAITING_CONFIRMATION run whose every pending call is decided.
+
+    The run row is locked while its pending requests are checked, and the status change is still
+    a compare-and-set, so a run that went back to waiting for a new turn in between cannot be
+    claimed on the strength of the old turn's decisions.
+    """
+    with transaction.atomic():
+        run = (Run.objects.select_for_update(of=("self",)).select_related(*_RUN_RELATED)
+               .filter(pk=run_id).order_by("pk").first())
+        if run is None or run.status != Run.Status.AWAITING_CONFIRMATION:
+            return None
+        pending = run.state.get("pending") or {}
+        open_ids = ConfirmationRequest.objects.filter(pk__in=list(pending.values()),
+                                                      status=ConfirmationRequest.Status.PENDING)
+        if open_ids.filter(expires_at__gt=clock.now()).exists():
+            return None  # the model is not called again until every pending call is decided
+        lease = _lease()
+        claimed = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_CONFIRMATION).update(
+            status=Run.Status.RUNNING, lease_expires_at=lease, updated_at=clock.now())
     if claimed != 1:
         return None
-    run.status = Run.Status.RUNNING
+    run.status, run.lease_expires_at = Run.Status.RUNNING, lease
     return run
 
 
-def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None) -> RunOutcome | None:
-    """Resume a suspended run once every pending call is decided (DESIGN section 5.4).
+def _claim_running(run_id, **condition: Any) -> Run | None:
+    """Compare-and-set a new lease on a RUNNING run matching `condition`; return it fresh, or None."""
+    lease = _lease()
+    claimed = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, **condition).update(
+        lease_expires_at=lease, updated_at=clock.now())
+    if claimed != 1:
+        return None
+    # Read after the claim: from now on only this process writes the row (see _save).
+    return Run.objects.select_related(*_RUN_RELATED).get(pk=run_id)
+
+
+def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None,
+               park_on_model_error: bool = False) -> RunOutcome | None:
+    """Resume a suspended run once every pending call is decided (DESIGN section 5.4), or a run
+    parked after ModelUnavailable.
 
     Idempotent: returns None when the run is unknown, not waiting, still waiting for a decision,
     or claimed by another resumer. Confirmed calls execute by consuming their confirmation (stored
     name and arguments, re-checked policy); cancelled ones answer REJECTED, expired ones
-    CONFIRMATION_EXPIRED. Then the loop continues.
+    CONFIRMATION_EXPIRED. Then the loop continues. park_on_model_error: when the model is
+    unavailable, park the run and raise RunParked (the caller retries later) instead of failing
+    it with MODEL_UNAVAILABLE. Raises RunClaimLost when recovery took the run over meanwhile.
     """
-    run = _claim(run_id)
+    run = _claim(run_id) or _claim_running(run_id, lease_expires_at__isnull=True)
     if run is None:
         return None
-    manager = manager or ToolCallingManager()
+    return _continue(run, EventRecorder(run, listener), manager or ToolCallingManager(), park_on_model_error)
+
+
+def run_recover(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None,
+                park_on_model_error: bool = False) -> RunOutcome | None:
+    """Continue a RUNNING run whose lease expired (its holder died) from its recorded state.
+
+    The claim is a compare-and-set on the expired lease, so one recoverer wins. Pending calls are
+    executed by consuming their confirmations: a call whose transaction died with its worker left
+    the confirmation CONFIRMED and runs now; one that committed left it CONSUMED with a SUCCEEDED
+    idempotency record and answers from the stored result (keyless tools answer
+    CONFIRMATION_INVALID); so nothing runs twice. A run recovered more than MAX_RUN_RECOVERIES
+    times, or whose state cannot be continued, is FAILED with RUN_LEASE_EXPIRED. Each recovery
+    writes an audit event RECOVERED. Returns None when the run is not RUNNING past its lease.
+    """
+    run = _claim_running(run_id, lease_expires_at__lt=clock.now())
+    if run is None:
+        return None
     recorder = EventRecorder(run, listener)
+    run.state["recoveries"] = int(run.state.get("recoveries") or 0) + 1
+    problem = _unrecoverable(run)
+    audit.record(tenant_id=run.tenant_id, decision="RECOVERED", status="RUN_LEASE_EXPIRED" if problem else "RESUMED",
+                 request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk,
+                 message=problem or f"run lease expired; continued from its recorded state "
+                                    f"(recovery {run.state['recoveries']})")
+    if problem:
+        _fail(run, recorder, "RUN_LEASE_EXPIRED", f"the run stopped responding and cannot be continued: {problem}")
+        return RunOutcome(run)
+    _save(run, "state")
+    return _continue(run, recorder, manager or ToolCallingManager(), park_on_model_error)
+
+
+def _unrecoverable(run: Run) -> str:
+    """Why a run's recorded state cannot be continued ("" when it can)."""
+    if run.state["recoveries"] > MAX_RUN_RECOVERIES:
+        return f"its lease expired {run.state['recoveries']} times"
+    messages = run.state.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "it has no recorded messages"
+    pending = run.state.get("pending") or {}
+    if pending:
+        index = run.state.get("assistant_index")
+        if not isinstance(index, int) or not 0 <= index < len(messages):
+            return "its waiting assistant message is missing"
+        if not set(pending) <= {call.id for call in parse_tool_calls(messages[index])}:
+            return "its pending calls do not match the assistant message"
+        if ConfirmationRequest.objects.filter(pk__in=set(pending.values())).count() != len(set(pending.values())):
+            return "a confirmation request of its pending calls is missing"
+    return ""
+
+
+def _continue(run: Run, recorder: EventRecorder, manager: ToolCallingManager, park: bool) -> RunOutcome:
+    """Drive a run this process holds: answer its decided pending calls (if any), then the loop."""
+    if run.state.get("pending"):
+        ctx = _answer_pending(run, recorder, manager)
+    else:
+        ctx = build_tool_context(run)
+    return _advance(run, ctx, recorder, manager, park=park)
+
+
+def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManager) -> ToolContext:
+    """Execute the confirmed pending calls, answer the others REJECTED / CONFIRMATION_EXPIRED,
+    append one tool message per waiting call id, and clear `pending`. Returns the context."""
     pending: dict[str, str] = run.state.get("pending") or {}
     requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()))}
     assistant = run.state["messages"][run.state["assistant_index"]]
@@ -144,6 +264,9 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
             if confirmed else None
     except DomainError as error:
         _fail(run, recorder, error.code, error.message)
+        raise
+    except Exception as error:  # DESIGN step 9: an error propagated to the caller ends the run too
+        _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
         raise
     answers = {o.call.id: o.tool_message() for o in executed.outcomes} if executed else {}
     for call_id, cid in pending.items():
@@ -164,7 +287,7 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
             _append(run, answers[call.id])
     run.state["pending"] = {}
     _save(run, "status", "state")
-    return _advance(run, ctx.with_confirmations({}), recorder, manager)
+    return ctx.with_confirmations({})
 
 
 def _append(run: Run, message: dict[str, Any]) -> None:
@@ -229,7 +352,8 @@ def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCalli
     return True
 
 
-def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolCallingManager) -> RunOutcome:
+def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolCallingManager, *,
+             park: bool = False) -> RunOutcome:
     memory = [{"role": "system", "content": SYSTEM_PROMPT}, *memory_messages(conversation=run.conversation,
                                                                              exclude_run=run)]
     try:
@@ -270,8 +394,17 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
         _fail(run, recorder, "MAX_ITERATIONS", f"the agent stopped after {settings.AGENT_MAX_ITERATIONS} model calls")
         return RunOutcome(run)
     except ModelUnavailable as error:
+        if park:
+            # Keep what this run did so far; a retry of the task continues from here.
+            _save(run, "state", "iterations", park=True)
+            raise RunParked(str(error)) from error
         _fail(run, recorder, ModelUnavailable.code, str(error))
         return RunOutcome(run)
     except DomainError as error:
         _fail(run, recorder, error.code, error.message)
+        raise
+    except RunClaimLost:
+        raise
+    except Exception as error:  # DESIGN step 9: an error propagated to the caller ends the run too
+        _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
         raise

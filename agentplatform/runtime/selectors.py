@@ -4,10 +4,11 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from agentplatform.errors import NotFound
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from approvals.models import Approval, ConfirmationRequest
 
 
 def _uuid(value) -> uuid.UUID:
@@ -61,3 +62,28 @@ def conversation_excerpt(*, conversation: Conversation, limit: int = 3) -> str:
     """The last few user messages, for approvers to see what led to a request."""
     rows = Message.objects.filter(conversation=conversation, role="user").order_by("-id")[:limit]
     return "\n".join(f"user: {m.content[:300]}" for m in reversed(list(rows)))
+
+
+def conversation_messages(*, conversation: Conversation) -> QuerySet[Message]:
+    """What a person sees of a conversation, oldest first: the user's messages and the assistant's
+    final answers (assistant messages that request tools, and tool results, live in the run and
+    the audit trail)."""
+    return (Message.objects.filter(conversation=conversation)
+            .filter(Q(role="user") | Q(role="assistant", tool_calls__isnull=True))
+            .order_by("id"))
+
+
+def conversation_latest_run(*, conversation: Conversation) -> Run | None:
+    """The conversation's most recent run, or None before the first message."""
+    return conversation.runs.order_by("-created_at").first()
+
+
+def run_pending_requests(*, run: Run) -> list[ConfirmationRequest]:
+    """The confirmation requests `run` waits for (empty unless AWAITING_CONFIRMATION), in the
+    model's call order, each annotated with `approvals_count` (APPROVE decisions so far)."""
+    pending: dict[str, str] = (run.state or {}).get("pending") or {}
+    if not pending:
+        return []
+    rows = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()), run_id=run.pk)
+            .annotate(approvals_count=Count("approvals", filter=Q(approvals__decision=Approval.Decision.APPROVE)))}
+    return [rows[cid] for cid in pending.values() if cid in rows]

@@ -69,19 +69,23 @@ def _confirm_and_resume(*, user, conversation: Conversation, token: str, listene
     approvals.confirmation_confirm(token=token, user=user)
     outcome = run_continue(run_id=request.run_id, listener=listener)
     if outcome is None:
-        # A worker (or the eager on-commit task) resumed it; tokens it minted never reached anyone.
-        outcome = outcome_with_fresh_tokens(user=user, run=Run.objects.get(pk=request.run_id))
+        run = Run.objects.get(pk=request.run_id)
+        # Still waiting for other calls of the same turn: the client holds their tokens, and
+        # re-issuing would void them. Otherwise a worker (or the eager on-commit task) resumed it,
+        # and the tokens it minted for new calls never reached anyone.
+        still_waiting = str(request.pk) in (run.state.get("pending") or {}).values()
+        outcome = outcome_with_fresh_tokens(user=user, run=run, reissue=not still_waiting)
     return outcome
 
 
-def outcome_with_fresh_tokens(*, user, run: Run) -> RunOutcome:
+def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOutcome:
     """The outcome of `run` as it stands, with a fresh token for each of the user's own pending
-    requester-confirmed calls (approver-gated calls carry none)."""
+    requester-confirmed calls (approver-gated calls carry none; none at all when not `reissue`)."""
     pending = []
     for request in ConfirmationRequest.objects.filter(pk__in=list((run.state.get("pending") or {}).values()),
                                                       status=ConfirmationRequest.Status.PENDING):
         token = None
-        if request.policy == ConfirmationRequest.Policy.REQUESTER and request.user_id == user.pk:
+        if reissue and request.policy == ConfirmationRequest.Policy.REQUESTER and request.user_id == user.pk:
             token = approvals.confirmation_issue_token(request_id=request.pk, user=user)
         pending.append(PendingConfirmation(
             tool_call_id=request.tool_call_id, confirmation_id=str(request.pk), tool=request.tool_name,

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class ApiConfig(AppConfig):
+    """The REST API under /api/v1/ and its HTTP Idempotency-Key records (label `api`)."""
+
+    name = "agentplatform.api"
+    label = "api"
+    verbose_name = "REST API"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The Celery app autodiscovers a fixed list of apps; importing registers our shared tasks.
+        from agentplatform.api import tasks  # noqa: F401

@@ -1,0 +1,86 @@
+"""What every API view shares: authentication (token for programs, session + CSRF for the pages),
+JSON in and out, the 256 KB body limit, the error body for every error whatever was negotiated,
+strict serializer fields and pagination."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentplatform.api.errors import PayloadTooLarge
+
+
+class ApiView(APIView):
+    """Base of every /api/v1/ view (HackSoft style: one thin view per resource or action).
+
+    Token authentication comes first so an anonymous request answers 401 with
+    `WWW-Authenticate: Token`; the session (with CSRF, enforced by DRF) serves the pages.
+    """
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        # DRF's JSON parser reads the stream directly, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+        # (which guards request.body) never applies: refuse an oversized body before parsing.
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            raise PayloadTooLarge(f"the request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
+        super().initial(request, *args, **kwargs)
+
+    def finalize_response(self, request: Request, response, *args: Any, **kwargs: Any):
+        # Errors are always the JSON error body, even when the client negotiated CSV or SSE.
+        if isinstance(response, Response) and response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictUUIDField(serializers.UUIDField):
+    """A UUIDField that accepts only a UUID string (DRF also accepts integers)."""
+
+    def to_internal_value(self, data: Any) -> uuid.UUID:
+        if not isinstance(data, str):
+            self.fail("invalid", value=data)
+        return super().to_internal_value(data)
+
+
+class PagePagination(PageNumberPagination):
+    """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}."""
+
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type[serializers.Serializer],
+                       **context: Any) -> Response:
+    """Paginate `queryset` with `view.pagination_class` and serialize the page."""
+    paginator = view.pagination_class()
+    page = paginator.paginate_queryset(queryset, view.request, view=view)
+    return paginator.get_paginated_response(serializer_class(page, many=True, context=context).data)

@@ -1,0 +1,38 @@
+"""URLs under /api/: the v1 endpoints, the OpenAPI schema, Swagger UI, and a 404 with the error
+body for anything else (including ids that are not UUIDs)."""
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agentplatform.api.errors import api_not_found
+from agentplatform.api.views.approvals import ApprovalApproveApi, ApprovalListApi, ApprovalRejectApi
+from agentplatform.api.views.audit import AuditEventListApi
+from agentplatform.api.views.chat import ChatApi
+from agentplatform.api.views.confirmations import ConfirmationCancelApi, ConfirmationConfirmApi, ConfirmationTokenApi
+from agentplatform.api.views.conversations import ConversationDetailApi, ConversationListCreateApi
+from agentplatform.api.views.runs import RunDetailApi, RunEventsApi
+from agentplatform.api.views.tools import ToolListApi
+
+app_name = "api"
+
+v1 = [
+    path("tools/", ToolListApi.as_view(), name="tools"),
+    path("conversations/", ConversationListCreateApi.as_view(), name="conversations"),
+    path("conversations/<uuid:conversation_id>/", ConversationDetailApi.as_view(), name="conversation"),
+    path("chat/", ChatApi.as_view(), name="chat"),
+    path("runs/<uuid:run_id>/", RunDetailApi.as_view(), name="run"),
+    path("runs/<uuid:run_id>/events/", RunEventsApi.as_view(), name="run-events"),
+    path("confirmations/confirm/", ConfirmationConfirmApi.as_view(), name="confirmation-confirm"),
+    path("confirmations/cancel/", ConfirmationCancelApi.as_view(), name="confirmation-cancel"),
+    path("confirmations/<uuid:confirmation_id>/token/", ConfirmationTokenApi.as_view(), name="confirmation-token"),
+    path("approvals/", ApprovalListApi.as_view(), name="approvals"),
+    path("approvals/<uuid:request_id>/approve/", ApprovalApproveApi.as_view(), name="approval-approve"),
+    path("approvals/<uuid:request_id>/reject/", ApprovalRejectApi.as_view(), name="approval-reject"),
+    path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
+]
+
+urlpatterns = [
+    path("v1/", include(v1)),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    re_path(r"^", api_not_found),
+]

@@ -1,0 +1,121 @@
+"""The approvers' side: GET /api/v1/approvals/ and POST /api/v1/approvals/{id}/approve|reject/."""
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform import clock
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
+from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.errors import NotFound
+from approvals import services as approvals
+from approvals.models import Approval, ConfirmationRequest
+from approvals.selectors import request_as_seen_by_decider, requests_decidable_by, requests_history_for
+from tools.models import RiskLevel
+
+Status = ConfirmationRequest.Status
+
+
+@extend_schema_serializer(component_name="ApprovalRequest")
+class ApprovalRequestSerializer(serializers.Serializer):
+    """A request as an approver sees it: what will run (masked), who asked, why, how far it is."""
+
+    @extend_schema_serializer(component_name="ApprovalDecision")
+    class DecisionSerializer(serializers.Serializer):
+        approver = serializers.CharField(source="approver.username")
+        decision = serializers.ChoiceField(choices=Approval.Decision.choices)
+        comment = serializers.CharField(allow_blank=True)
+        created_at = serializers.DateTimeField()
+
+    id = serializers.UUIDField()
+    tool = serializers.CharField(source="tool_name")
+    risk = serializers.ChoiceField(choices=RiskLevel.choices)
+    requester = serializers.CharField(source="user.username")
+    summary = serializers.CharField()
+    masked_arguments = serializers.JSONField(help_text="The normalised arguments that will run, masked.")
+    context_excerpt = serializers.CharField(allow_blank=True, help_text="The conversation that led to it.")
+    approvals = serializers.IntegerField(source="approvals_count", help_text="APPROVE decisions so far.")
+    quorum = serializers.IntegerField()
+    status = serializers.SerializerMethodField(help_text="EXPIRED as soon as expires_at has passed.")
+    decided_by_me = serializers.BooleanField()
+    decisions = DecisionSerializer(source="approvals.all", many=True)
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
+    def get_status(self, request: ConfirmationRequest) -> str:
+        if request.status in (Status.PENDING, Status.CONFIRMED) and request.expires_at <= clock.now():
+            return Status.EXPIRED
+        return request.status
+
+
+def _decided(user, request_id: uuid.UUID) -> Response:
+    row = request_as_seen_by_decider(user=user, request_id=request_id)
+    if row is None:  # cannot happen after a successful decision; fail closed all the same
+        raise NotFound("unknown confirmation request")
+    return Response(ApprovalRequestSerializer(row).data)
+
+
+class ApprovalListApi(ApiView):
+    """Requests I may decide (`status=PENDING`, default) or could decide before (`status=history`),
+    newest first: same tenant, approver-gated, `approve_tool` held on the tool, not my own."""
+
+    pagination_class = PagePagination
+
+    @extend_schema_serializer(component_name="ApprovalListFilter")
+    class FilterSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=[("PENDING", "PENDING"), ("history", "history")],
+                                         required=False, default="PENDING")
+
+    @extend_schema(operation_id="approvals_list", tags=["approvals"], summary="Requests I may decide",
+                   parameters=[FilterSerializer],
+                   responses={200: ApprovalRequestSerializer(many=True), **errors(400, *COMMON, 404)})
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        if filters.validated_data["status"] == "history":
+            rows = requests_history_for(user=request.user)
+        else:
+            rows = requests_decidable_by(user=request.user)
+        return paginated_response(self, rows, ApprovalRequestSerializer)
+
+
+class ApprovalApproveApi(ApiView):
+    """Approve a request; at quorum it is CONFIRMED and the run resumes after the commit."""
+
+    @extend_schema_serializer(component_name="ApproveInput")
+    class InputSerializer(serializers.Serializer):
+        comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+
+    @extend_schema(operation_id="approvals_approve", tags=["approvals"], summary="Approve",
+                   request=InputSerializer,
+                   responses={200: ApprovalRequestSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        approvals.confirmation_approve(request_id=request_id, approver=request.user,
+                                       comment=serializer.validated_data["comment"])
+        return _decided(request.user, request_id)
+
+
+class ApprovalRejectApi(ApiView):
+    """Reject a request with a reason (required); the model is told a human refused it."""
+
+    @extend_schema_serializer(component_name="RejectInput")
+    class InputSerializer(serializers.Serializer):
+        reason = StrictCharField(max_length=2000, help_text="Required: why the call must not run.")
+
+    @extend_schema(operation_id="approvals_reject", tags=["approvals"], summary="Reject with a reason",
+                   request=InputSerializer,
+                   responses={200: ApprovalRequestSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        approvals.confirmation_reject(request_id=request_id, approver=request.user,
+                                      reason=serializer.validated_data["reason"])
+        return _decided(request.user, request_id)

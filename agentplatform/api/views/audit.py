@@ -1,0 +1,123 @@
+"""GET /api/v1/audit-events/: the tenant's audit trail, filtered, paginated or exported."""
+from __future__ import annotations
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.pagination import CursorPagination
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform import clock
+from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
+from agentplatform.api.schema import COMMON, errors
+from audit.models import AuditEvent
+from audit.selectors import audit_events_for
+
+EXPORT_PERMISSION = "audit.export_auditevent"
+
+
+class CanReadAudit(BasePermission):
+    """Holds `audit.export_auditevent` (a user or group grant; superusers hold every permission)."""
+
+    message = "reading the audit trail needs the audit.export_auditevent permission"
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user.has_perm(EXPORT_PERMISSION))
+
+
+class AuditCursorPagination(CursorPagination):
+    """Newest first; `?cursor=` from `next`/`previous`; `?page_size=` up to 500."""
+
+    ordering = ("-occurred_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+@extend_schema_serializer(component_name="AuditEvent")
+class AuditEventSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    occurred_at = serializers.DateTimeField()
+    actor = serializers.CharField(allow_null=True, help_text="Username; null for the system (expiry).")
+    tool_name = serializers.CharField(allow_blank=True)
+    decision = serializers.ChoiceField(choices=AuditEvent.Decision.choices)
+    policy_decision = serializers.CharField(allow_blank=True)
+    status = serializers.CharField(allow_blank=True, help_text="The stable result code.")
+    request_id = serializers.CharField(allow_blank=True)
+    conversation_id = serializers.UUIDField(allow_null=True)
+    run_id = serializers.UUIDField(allow_null=True)
+    tool_call_id = serializers.CharField(allow_blank=True)
+    arguments_hash = serializers.CharField(allow_blank=True)
+    masked_arguments = serializers.JSONField(allow_null=True)
+    confirmation_id = serializers.UUIDField(allow_null=True)
+    idempotency_key = serializers.CharField(allow_blank=True)
+    business_result_id = serializers.CharField(allow_blank=True)
+    duration_ms = serializers.FloatField(allow_null=True)
+    message = serializers.CharField(allow_blank=True)
+
+
+class AuditEventListApi(ApiView):
+    """The audit trail of my tenant for holders of `audit.export_auditevent` (403 otherwise).
+
+    JSON: newest first, cursor-paginated. `?format=jsonl` / `?format=csv` (or the matching Accept
+    header): the whole filtered trail, oldest first, streamed as a download.
+    """
+
+    permission_classes = [IsAuthenticated, CanReadAudit]
+    renderer_classes = [JSONRenderer, JSONLinesRenderer, CSVRenderer]
+    pagination_class = AuditCursorPagination
+
+    @extend_schema_serializer(component_name="AuditEventFilter")
+    class FilterSerializer(serializers.Serializer):
+        tool = StrictCharField(required=False, max_length=100, help_text="Tool name.")
+        user = StrictCharField(required=False, max_length=150, help_text="Actor's username.")
+        status = StrictCharField(required=False, max_length=64, help_text="Result code, e.g. CONFIRMATION_REQUIRED.")
+        decision = serializers.ChoiceField(required=False, choices=AuditEvent.Decision.choices)
+        from_ = serializers.DateTimeField(required=False, help_text="Occurred at or after (ISO 8601).")
+        to = serializers.DateTimeField(required=False, help_text="Occurred before (ISO 8601).")
+
+        def get_fields(self):
+            fields = super().get_fields()
+            fields["from"] = fields.pop("from_")  # `from` is a Python keyword
+            return fields
+
+        def validate(self, attrs):
+            if attrs.get("from") and attrs.get("to") and attrs["from"] >= attrs["to"]:
+                raise serializers.ValidationError({"to": ["must be after from"]})
+            return attrs
+
+    @extend_schema(
+        operation_id="audit_events_list", tags=["audit"], summary="The audit trail (filter, page, export)",
+        parameters=[FilterSerializer,
+                    OpenApiParameter("format", OpenApiTypes.STR, OpenApiParameter.QUERY, required=False,
+                                     enum=["json", "jsonl", "csv"],
+                                     description="json (paginated, default), jsonl or csv (streamed download).")],
+        responses={
+            (200, "application/json"): AuditEventSerializer(many=True),
+            (200, "application/x-ndjson"): OpenApiResponse(OpenApiTypes.STR, description="One event per line."),
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="Header line, then one event per line."),
+            **errors(400, *COMMON, 404),
+        },
+    )
+    def get(self, request: Request):
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        f = filters.validated_data
+        rows = audit_events_for(tenant_id=request.user.tenant_id, tool=f.get("tool"), username=f.get("user"),
+                                status=f.get("status"), decision=f.get("decision"),
+                                occurred_from=f.get("from"), occurred_to=f.get("to"))
+        export = request.accepted_renderer.format
+        if export in ("jsonl", "csv"):
+            lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
+            response = StreamingHttpResponse(lines, content_type=f"{request.accepted_renderer.media_type}; charset=utf-8")
+            stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")
+            response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.{export}"'
+            return response
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(AuditEventSerializer([event_row(e) for e in page], many=True).data)

@@ -1,0 +1,163 @@
+"""POST /api/v1/chat/: one chat turn (blocking), honouring an Idempotency-Key header."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField
+from agentplatform.api.idempotency import (
+    http_idempotency_claim,
+    http_idempotency_complete,
+    http_idempotency_release,
+    parse_idempotency_key,
+    request_fingerprint,
+)
+from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.errors import PermissionDenied
+from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.models import Run
+from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send
+from tools.models import RiskLevel
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description=("Makes the POST safe to retry (IETF httpapi Idempotency-Key draft), scoped to you; kept 24 h. "
+                 "Same key and body: the stored response is replayed (header `Idempotent-Replayed: true`; "
+                 "tokens are not replayed, get a fresh one from /confirmations/{id}/token/). Same key, other "
+                 "body: 422. First request still running: 409 IN_PROGRESS."))
+
+
+@extend_schema_serializer(component_name="PendingConfirmation")
+class PendingSerializer(serializers.Serializer):
+    confirmation_id = serializers.UUIDField()
+    tool_call_id = serializers.CharField()
+    tool = serializers.CharField()
+    summary = serializers.CharField(help_text="What will run, in words a person checks.")
+    risk = serializers.ChoiceField(choices=RiskLevel.choices)
+    needs = serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")])
+    quorum = serializers.IntegerField()
+    expires_at = serializers.DateTimeField()
+    token = serializers.CharField(allow_null=True, help_text=(
+        "One-time confirmation token, only for my own requester-confirmed calls, shown once. "
+        "Send it to /confirmations/confirm/ or back to /chat/ as confirmation_token."))
+
+
+def outcome_body(outcome: RunOutcome) -> dict[str, Any]:
+    """The chat response body of a RunOutcome (tokens included, as the service returned them)."""
+    run = outcome.run
+    return {
+        "conversation_id": run.conversation_id,
+        "run_id": run.pk,
+        "status": run.status,
+        "answer": run.final_answer if run.status == Run.Status.COMPLETED and run.final_answer else None,
+        "error": {"code": run.error_code, "message": run.error_message} if run.status == Run.Status.FAILED else None,
+        "pending": [{**p.public(), "token": p.token} for p in outcome.pending],
+        "tool_calls": outcome.tool_calls,
+    }
+
+
+def without_tokens(body: Any) -> Any:
+    """`body` with every pending token replaced by None: what may be stored for a replay."""
+    if isinstance(body, dict) and isinstance(body.get("pending"), list):
+        return {**body, "pending": [{**p, "token": None} for p in body["pending"]]}
+    return body
+
+
+class ChatApi(ApiView):
+    """Send a message and wait for the run to answer, wait for a confirmation, or fail.
+
+    With `confirmation_token` (and the `conversation_id` it belongs to), confirm that pending
+    call and resume its run instead (seed 002 section 25). A tool the model proposed that I may
+    not use answers 403 PERMISSION_DENIED (the run is stored as FAILED).
+    """
+
+    @extend_schema_serializer(component_name="ChatRequest")
+    class InputSerializer(serializers.Serializer):
+        conversation_id = StrictUUIDField(required=False, allow_null=True,
+                                          help_text="Omit to start a new conversation.")
+        message = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
+                                  max_length=MAX_MESSAGE_CHARS)
+        confirmation_token = StrictCharField(required=False, allow_null=True, max_length=200)
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if attrs.get("confirmation_token"):
+                if not attrs.get("conversation_id"):
+                    raise serializers.ValidationError(
+                        {"conversation_id": ["a confirmation token needs the conversation_id it belongs to"]})
+            elif not (attrs.get("message") or "").strip():
+                raise serializers.ValidationError({"message": ["message must be a non-blank string"]})
+            return attrs
+
+    @extend_schema_serializer(component_name="ChatResponse")
+    class OutputSerializer(serializers.Serializer):
+        @extend_schema_serializer(component_name="RunError")
+        class ErrorSerializer(serializers.Serializer):
+            code = serializers.CharField()
+            message = serializers.CharField()
+
+        conversation_id = serializers.UUIDField()
+        run_id = serializers.UUIDField()
+        status = serializers.ChoiceField(choices=Run.Status.choices)
+        answer = serializers.CharField(allow_null=True, help_text="The final answer when COMPLETED.")
+        error = ErrorSerializer(allow_null=True, help_text="Why the run FAILED.")
+        pending = PendingSerializer(many=True, help_text="Calls waiting for a human (AWAITING_CONFIRMATION).")
+        tool_calls = serializers.ListField(child=serializers.JSONField(), help_text=(
+            "Proposed calls handed to the caller when the agent runs without internal tool execution."))
+
+    @extend_schema(
+        operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
+        request=InputSerializer, parameters=[IDEMPOTENCY_KEY],
+        responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422),
+                   503: OpenApiResponse(description="Model unavailable (retryable).")},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
+        if request.user.tenant_id is None:
+            raise PermissionDenied("a user without a tenant cannot chat")
+        data = serializer.validated_data
+
+        def send() -> Response:
+            outcome = chat_send(user=request.user, message=data.get("message") or "",
+                                conversation_id=data.get("conversation_id"),
+                                confirmation_token=data.get("confirmation_token") or None,
+                                request_id=request.headers.get("X-Request-ID", "")[:64])
+            return Response(self.OutputSerializer(outcome_body(outcome)).data)
+
+        if key is None:
+            return send()
+        return self._once(request, key, send)
+
+    def _once(self, request: Request, key: str, handler: Callable[[], Response]) -> Response:
+        """Run `handler` at most once per (tenant, user, key); replay its stored response after.
+
+        Stored: every answer below 500 that is not retryable (success and final errors alike).
+        Released (a retry runs again): server errors and retryable errors.
+        """
+        fingerprint = request_fingerprint(method=request.method, path=request.path, body=request.data)
+        claim = http_idempotency_claim(user=request.user, key=key, fingerprint=fingerprint)
+        if claim.replay:
+            return Response(claim.record.response_body, status=claim.record.response_status,
+                            headers={"Idempotent-Replayed": "true"})
+        try:
+            try:
+                response = handler()
+            except Exception as exc:  # noqa: BLE001 - turned into the stored error response below
+                response = self.handle_exception(exc)  # re-raises what has no error body (a 500)
+        except BaseException:
+            http_idempotency_release(record=claim.record)
+            raise
+        data = response.data
+        retryable = isinstance(data, dict) and data.get("retryable") is True
+        if response.status_code >= 500 or retryable:
+            http_idempotency_release(record=claim.record)
+        else:
+            http_idempotency_complete(record=claim.record, status_code=response.status_code,
+                                      body=without_tokens(data))
+        return response

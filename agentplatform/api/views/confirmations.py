@@ -1,0 +1,87 @@
+"""The requester's side of a gated call: confirm or cancel with the one-time token, or get a fresh
+token for a pending call (POST /api/v1/confirmations/...)."""
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.schema import BODY, COMMON, errors
+from approvals import services as approvals
+from approvals.models import ConfirmationRequest
+from tools.models import RiskLevel
+
+
+@extend_schema_serializer(component_name="Confirmation")
+class ConfirmationSerializer(serializers.Serializer):
+    """The public shape of a confirmation request (never its token or raw arguments)."""
+
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=ConfirmationRequest.Status.choices)
+    tool = serializers.CharField(source="tool_name")
+    summary = serializers.CharField()
+    risk = serializers.ChoiceField(choices=RiskLevel.choices)
+    expires_at = serializers.DateTimeField()
+    conversation_id = serializers.UUIDField()
+    run_id = serializers.UUIDField(allow_null=True, help_text="Follow the resumed run with /runs/{id}/events/.")
+
+
+@extend_schema_serializer(component_name="ConfirmationTokenInput")
+class TokenInputSerializer(serializers.Serializer):
+    token = StrictCharField(max_length=200, help_text="The one-time token from the chat response.")
+
+
+def _fresh(request: ConfirmationRequest) -> ConfirmationRequest:
+    # The decision committed and (eagerly) the run resumed: answer with the stored state.
+    return ConfirmationRequest.objects.get(pk=request.pk)
+
+
+class ConfirmationConfirmApi(ApiView):
+    """I confirm my own gated call with its token; the run resumes after the commit."""
+
+    @extend_schema(operation_id="confirmations_confirm", tags=["confirmations"], summary="Confirm with a token",
+                   request=TokenInputSerializer,
+                   responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request) -> Response:
+        serializer = TokenInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        confirmed = approvals.confirmation_confirm(token=serializer.validated_data["token"], user=request.user)
+        return Response(ConfirmationSerializer(_fresh(confirmed)).data)
+
+
+class ConfirmationCancelApi(ApiView):
+    """I decline my own gated call with its token; the model is told it was rejected."""
+
+    @extend_schema(operation_id="confirmations_cancel", tags=["confirmations"], summary="Cancel with a token",
+                   request=TokenInputSerializer,
+                   responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request) -> Response:
+        serializer = TokenInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        cancelled = approvals.confirmation_cancel(token=serializer.validated_data["token"], user=request.user)
+        return Response(ConfirmationSerializer(_fresh(cancelled)).data)
+
+
+class ConfirmationTokenApi(ApiView):
+    """A fresh token for my own PENDING requester-confirmed call, voiding the previous one.
+
+    For calls gated during a background resume, whose token never reached me.
+    """
+
+    @extend_schema_serializer(component_name="ConfirmationToken")
+    class OutputSerializer(serializers.Serializer):
+        confirmation_id = serializers.UUIDField()
+        token = serializers.CharField(help_text="Shown once; only its SHA-256 is stored.")
+        expires_at = serializers.DateTimeField()
+
+    @extend_schema(operation_id="confirmations_token", tags=["confirmations"], summary="Issue a fresh token",
+                   request=None, responses={200: OutputSerializer, **errors(*COMMON, 404, 409, 410)})
+    def post(self, request: Request, confirmation_id: uuid.UUID) -> Response:
+        token = approvals.confirmation_issue_token(request_id=confirmation_id, user=request.user)
+        expires_at = ConfirmationRequest.objects.values_list("expires_at", flat=True).get(pk=confirmation_id)
+        return Response(self.OutputSerializer(
+            {"confirmation_id": confirmation_id, "token": token, "expires_at": expires_at}).data)

@@ -1,0 +1,129 @@
+"""Runs: GET /api/v1/runs/{id}/ and the Server-Sent Events of GET /api/v1/runs/{id}/events/."""
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.base import ApiView
+from agentplatform.api.schema import COMMON, errors
+from agentplatform.api.sse import EventStreamRenderer, run_event_stream
+from agentplatform.errors import InvalidInput
+from agentplatform.runtime.models import Run
+from agentplatform.runtime.selectors import run_events, run_get, run_pending_requests
+from approvals.models import ConfirmationRequest
+from tools.models import RiskLevel
+
+MAX_SEQ = 2**31 - 1
+
+
+@extend_schema_serializer(component_name="Run")
+class RunSerializer(serializers.Serializer):
+    @extend_schema_serializer(component_name="RunPending")
+    class PendingSerializer(serializers.Serializer):
+        confirmation_id = serializers.UUIDField(source="id")
+        tool_call_id = serializers.CharField()
+        tool = serializers.CharField(source="tool_name")
+        summary = serializers.CharField()
+        risk = serializers.ChoiceField(choices=RiskLevel.choices)
+        needs = serializers.SerializerMethodField()
+        quorum = serializers.IntegerField()
+        approvals = serializers.IntegerField(source="approvals_count", help_text="APPROVE decisions so far.")
+        status = serializers.ChoiceField(choices=ConfirmationRequest.Status.choices)
+        expires_at = serializers.DateTimeField()
+
+        @extend_schema_field(serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")]))
+        def get_needs(self, request: ConfirmationRequest) -> str:
+            return "requester" if request.policy == ConfirmationRequest.Policy.REQUESTER else "approvers"
+
+    id = serializers.UUIDField()
+    conversation_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=Run.Status.choices)
+    answer = serializers.CharField(allow_null=True)
+    error_code = serializers.CharField(allow_blank=True)
+    error_message = serializers.CharField(allow_blank=True)
+    iterations = serializers.IntegerField()
+    pending = PendingSerializer(many=True, help_text="Calls the run waits for (no tokens here).")
+    last_event_seq = serializers.IntegerField(help_text="Sequence number of the newest event (0: none).")
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class RunDetailApi(ApiView):
+    """One of my runs: status, answer or error, and the calls it waits for."""
+
+    @extend_schema(operation_id="runs_retrieve", tags=["runs"], summary="A run",
+                   responses={200: RunSerializer, **errors(*COMMON, 404)})
+    def get(self, request: Request, run_id: uuid.UUID) -> Response:
+        run = run_get(user=request.user, run_id=run_id)
+        last = run_events(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
+        body = {"id": run.pk, "conversation_id": run.conversation_id, "status": run.status,
+                "answer": run.final_answer if run.status == Run.Status.COMPLETED and run.final_answer else None,
+                "error_code": run.error_code, "error_message": run.error_message, "iterations": run.iterations,
+                "pending": run_pending_requests(run=run), "last_event_seq": last,
+                "created_at": run.created_at, "updated_at": run.updated_at}
+        return Response(RunSerializer(body).data)
+
+
+def _last_event_id(request: Request) -> int:
+    """The Last-Event-ID header (an EventSource reconnecting), else `?last_event_id=`, else 0."""
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None or not raw.strip():
+        raw = request.query_params.get("last_event_id", "")
+    raw = raw.strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or int(raw) > MAX_SEQ:
+        raise InvalidInput("Last-Event-ID must be a non-negative integer event sequence number")
+    return int(raw)
+
+
+class RunEventsApi(ApiView):
+    """My run's events as Server-Sent Events, replayed after Last-Event-ID, followed live."""
+
+    renderer_classes = [EventStreamRenderer, JSONRenderer]
+
+    @extend_schema(
+        operation_id="runs_events", tags=["runs"], summary="A run's events (Server-Sent Events)",
+        description=(
+            "`text/event-stream`: one event per RunEvent, `id:` = sequence number, `event:` = type "
+            "(MODEL_TEXT, TOOL_CALL_STARTED, CONFIRMATION_REQUIRED, TOOL_EXECUTION_COMPLETED, FINAL_TEXT, "
+            "ERROR, DONE), `data:` = JSON payload. Events after Last-Event-ID (header, or `last_event_id` "
+            "query parameter for the first connection) are replayed, new ones follow as they are stored; the "
+            "stream ends after DONE or after at most 60 s (reconnect with Last-Event-ID). 204 when the run "
+            "has finished and nothing is left after Last-Event-ID (an EventSource then stops reconnecting)."),
+        parameters=[
+            OpenApiParameter("Last-Event-ID", OpenApiTypes.INT, OpenApiParameter.HEADER, required=False,
+                             description="Sequence number of the last event received."),
+            OpenApiParameter("last_event_id", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False,
+                             description="Same as the header, for clients that cannot set headers."),
+            OpenApiParameter("format", exclude=True),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="The event stream."),
+            204: OpenApiResponse(description="The run finished and no event is left to send."),
+            **errors(400, *COMMON, 404),
+        },
+    )
+    def get(self, request: Request, run_id: uuid.UUID):
+        run = run_get(user=request.user, run_id=run_id)
+        after = _last_event_id(request)
+        if run.is_finished and not run_events(run=run, after_seq=after).exists():
+            return HttpResponse(status=204)
+        response = StreamingHttpResponse(run_event_stream(run=run, after_seq=after),
+                                         content_type="text/event-stream; charset=utf-8")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: pass each event through at once
+        return response

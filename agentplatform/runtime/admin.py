@@ -1,0 +1,56 @@
+"""Admin of conversations, runs, messages and run events: read-only, for support and audits."""
+from __future__ import annotations
+
+from django.contrib import admin
+
+from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from audit.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
+
+
+class MessageInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = Message
+    fields = ("created_at", "role", "content", "tool_call_id", "in_memory")
+    readonly_fields = fields
+    show_change_link = False
+
+
+class RunInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = Run
+    fields = ("created_at", "status", "iterations", "stop_reason", "error_code")
+    readonly_fields = fields
+
+
+class RunEventInline(ReadOnlyInlineMixin, admin.TabularInline):
+    model = RunEvent
+    fields = ("seq", "type", "payload", "created_at")
+    readonly_fields = fields
+    show_change_link = False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("title", "tenant", "user", "created_at", "updated_at")
+    list_filter = ("tenant",)
+    search_fields = ("id", "title", "user__username")
+    date_hierarchy = "created_at"
+    list_select_related = ("tenant", "user")
+    inlines = [RunInline, MessageInline]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("created_at", "tenant", "user", "status", "iterations", "stop_reason", "error_code")
+    list_filter = ("status", "tenant", "error_code")
+    search_fields = ("id", "request_id", "user__username")
+    date_hierarchy = "created_at"
+    list_select_related = ("tenant", "user")
+    exclude = ("state",)  # working messages: tool traces live in the events and the audit trail
+    inlines = [RunEventInline]
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("run", "seq", "type", "created_at")
+    list_filter = ("type",)
+    search_fields = ("run__id",)
+    list_select_related = ("run",)

@@ -1,0 +1,43 @@
+"""Page views of the chat UI. The page is a shell: its script talks to the REST API (`/api/v1/`)
+with the session cookie and CSRF token, and follows each run's Server-Sent Events."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_GET
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """`/`: signed-in people go to the chat, everyone else to the sign-in page."""
+    return redirect("chat" if request.user.is_authenticated else settings.LOGIN_URL)
+
+
+@login_required
+@require_GET
+@ensure_csrf_cookie
+def chat(request: HttpRequest) -> HttpResponse:
+    """`/chat/`: conversation list, message box, streamed answers, tool progress and confirmation
+    cards. `?c=<conversation id>` opens that conversation (the script checks it through the API,
+    so another user's id simply shows "not found")."""
+    return render(request, "chat/chat.html", {
+        "conversation_id": request.GET.get("c", "")[:64],
+        "model_name": settings.LLM_MODEL,
+        "offline_model": not settings.LLM_API_KEY,
+    })
+
+
+class SignInView(LoginView):
+    """Django's login view with the product's page. With the offline model (the demo set-up, no
+    LLM_API_KEY) the page names the demo personas; with a real model it does not."""
+
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["demo_hint"] = not settings.LLM_API_KEY
+        return context

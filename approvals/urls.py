@@ -1,0 +1,13 @@
+"""URLs of the approver dashboard, mounted at /approvals/ (namespace `approvals`)."""
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("", views.pending, name="pending"),
+    path("history/", views.history, name="history"),
+    path("<str:request_id>/approve/", views.approve, name="approve"),
+    path("<str:request_id>/reject/", views.reject, name="reject"),
+]

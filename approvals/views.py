@@ -1,0 +1,143 @@
+"""The approver dashboard (`/approvals/`): server-rendered pages over `approvals.selectors` and
+`approvals.services` (issue 3). Views stay thin: they read through selectors, decide through the
+services (which re-check tenant, `approve_tool`, own-request, expiry and state under a row lock),
+and turn refusals into Django messages. Another tenant's or an unknown request answers 404.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from agentplatform import clock
+from agentplatform.errors import DomainError, NotFound
+from approvals import selectors, services
+from approvals.forms import ApproveForm, RejectForm
+from approvals.models import Approval, ConfirmationRequest
+
+HISTORY_PAGE_SIZE = 25
+
+# What a person reads when the service refuses a decision (stable code -> bilingual text).
+REFUSALS = {
+    "CONFIRMATION_EXPIRED": "This request expired before your decision; nothing was done. / 该请求已过期，未执行任何操作。",
+    "ALREADY_DECIDED": ("This request was already decided, so your decision was not recorded. "
+                        "/ 该请求已被处理，您的决定未被记录。"),
+    "APPROVAL_FORBIDDEN": "You may not decide this request: {message} / 您无权处理该请求。",
+    "INVALID_ARGUMENTS": "{message}",
+}
+
+
+def _argument_items(arguments: Any) -> list[tuple[str, str]]:
+    """Masked arguments as (name, text) pairs for display; non-strings are shown as JSON."""
+    if not isinstance(arguments, dict):
+        return [("", json.dumps(arguments, ensure_ascii=False))]
+    return [(str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for k, v in arguments.items()]
+
+
+def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
+    """Attach display fields: argument_items, decisions, my_decision, display_status."""
+    row.argument_items = _argument_items(row.masked_arguments)
+    row.decisions = list(row.approvals.all())
+    row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk), None)
+    expired = row.status == ConfirmationRequest.Status.EXPIRED or (
+        row.status in (ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED)
+        and row.expires_at <= clock.now()
+    )
+    if expired:
+        row.display_status = "EXPIRED"
+    elif row.status == ConfirmationRequest.Status.CANCELLED:
+        row.display_status = "REJECTED"
+    elif row.status == ConfirmationRequest.Status.CONSUMED:
+        row.display_status = "EXECUTED"
+    else:
+        row.display_status = row.status
+    return row
+
+
+def _request_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise Http404("unknown confirmation request") from exc
+
+
+@login_required
+@require_GET
+def pending(request: HttpRequest) -> HttpResponse:
+    """The requests the signed-in user may decide now, newest first."""
+    rows = [_present(r, user=request.user) for r in selectors.requests_decidable_by(user=request.user)]
+    return render(request, "approvals/dashboard.html", {
+        "tab": "pending", "rows": rows, "approve_form": ApproveForm(), "reject_form": RejectForm(),
+        "pending_count": len(rows),
+    })
+
+
+@login_required
+@require_GET
+def history(request: HttpRequest) -> HttpResponse:
+    """Decided and expired requests the user could see on the pending tab, newest first (paged)."""
+    page = Paginator(selectors.requests_history_for(user=request.user), HISTORY_PAGE_SIZE).get_page(
+        request.GET.get("page"))
+    rows = [_present(r, user=request.user) for r in page.object_list]
+    return render(request, "approvals/dashboard.html", {
+        "tab": "history", "rows": rows, "page": page,
+        "pending_count": selectors.requests_decidable_by(user=request.user).count(),
+    })
+
+
+def _refused(request: HttpRequest, error: DomainError) -> HttpResponse:
+    if isinstance(error, NotFound):
+        raise Http404(error.message)
+    template = REFUSALS.get(error.code, "{message}")
+    messages.error(request, template.format(message=error.message), extra_tags=error.code)
+    return redirect("approvals:pending")
+
+
+@login_required
+@require_POST
+def approve(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Record an APPROVE with an optional comment. Refusals (expired, already decided, forbidden)
+    become messages on the dashboard; an unknown or other tenant's request answers 404."""
+    form = ApproveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("approvals:pending")
+    try:
+        decided = services.confirmation_approve(
+            request_id=_request_id(request_id), approver=request.user, comment=form.cleaned_data["comment"])
+    except DomainError as error:
+        return _refused(request, error)
+    approvals = decided.approvals.filter(decision=Approval.Decision.APPROVE).count()
+    if decided.status == ConfirmationRequest.Status.CONFIRMED:
+        text = (f"Approved ({approvals}/{decided.quorum}): quorum reached, the call runs now. "
+                f"/ 已批准，达到法定人数，操作即将执行。 — {decided.summary}")
+    else:
+        text = (f"Approved ({approvals}/{decided.quorum}): waiting for {decided.quorum - approvals} more approver(s). "
+                f"/ 已批准，还需 {decided.quorum - approvals} 位审批人。 — {decided.summary}")
+    messages.success(request, text)
+    return redirect("approvals:pending")
+
+
+@login_required
+@require_POST
+def reject(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Reject with a required reason; the requester's run resumes and the model is told REJECTED."""
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
+                       extra_tags="INVALID_ARGUMENTS")
+        return redirect("approvals:pending")
+    try:
+        decided = services.confirmation_reject(
+            request_id=_request_id(request_id), approver=request.user, reason=form.cleaned_data["reason"])
+    except DomainError as error:
+        return _refused(request, error)
+    messages.success(request, f"Rejected; nothing will run. / 已拒绝，不会执行。 — {decided.summary}")
+    return redirect("approvals:pending")

@@ -1,0 +1,56 @@
+"""Admin of the audit trail: viewable, never added, changed or deleted (append-only, DESIGN section 8).
+
+`ReadOnlyAdminMixin` is reused by the other apps' evidence admins (audit sits at the bottom, so
+every app may import it).
+"""
+from __future__ import annotations
+
+from django.contrib import admin
+
+from audit.models import AuditEvent
+
+
+class ReadOnlyAdminMixin:
+    """Viewable, never added, changed or deleted, and no bulk actions (no "delete selected")."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_actions(self, request):
+        return {}
+
+
+class ReadOnlyInlineMixin(ReadOnlyAdminMixin):
+    """Read-only inline rows (no extra empty forms)."""
+
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Every decision on a tool call, confirmation or approval, in order. Arguments appear only as
+    their hash and masked form; tokens never reach these rows."""
+
+    list_display = ("occurred_at", "tenant", "actor", "tool_name", "decision", "status", "policy_decision",
+                    "duration_ms")
+    list_filter = ("decision", "tool_name", "tenant", "status")
+    search_fields = ("tool_name", "status", "message", "idempotency_key", "business_result_id", "request_id",
+                     "arguments_hash")
+    date_hierarchy = "occurred_at"
+    list_select_related = ("tenant", "actor")
+    ordering = ("-occurred_at",)
+    fieldsets = (
+        (None, {"fields": ("occurred_at", "tenant", "actor", "decision", "status", "message")}),
+        ("Call", {"fields": ("tool_name", "policy_decision", "arguments_hash", "masked_arguments", "duration_ms")}),
+        ("Correlation", {"fields": ("request_id", "conversation_id", "run_id", "tool_call_id", "confirmation_id",
+                                    "idempotency_key", "business_result_id")}),
+    )

@@ -1,0 +1,42 @@
+"""Reads of the audit trail, always scoped by tenant."""
+from __future__ import annotations
+
+import datetime
+
+from django.db.models import QuerySet
+
+from audit.models import AuditEvent
+
+
+def audit_events_for(
+    *,
+    tenant_id: int | None,
+    tool: str | None = None,
+    username: str | None = None,
+    status: str | None = None,
+    decision: str | None = None,
+    occurred_from: datetime.datetime | None = None,
+    occurred_to: datetime.datetime | None = None,
+) -> QuerySet[AuditEvent]:
+    """The audit events of one tenant, filtered, oldest first (ordered by occurred_at, id).
+
+    tool: exact tool name. username: the actor's username. status: the result code (exact).
+    decision: an AuditEvent.Decision value. occurred_from (inclusive) / occurred_to (exclusive):
+    aware datetimes. A reader without a tenant (tenant_id None) gets nothing.
+    """
+    if tenant_id is None:
+        return AuditEvent.objects.none()
+    rows = AuditEvent.objects.filter(tenant_id=tenant_id).select_related("actor")
+    if tool:
+        rows = rows.filter(tool_name=tool)
+    if username:
+        rows = rows.filter(actor__username=username)
+    if status:
+        rows = rows.filter(status=status)
+    if decision:
+        rows = rows.filter(decision=decision)
+    if occurred_from is not None:
+        rows = rows.filter(occurred_at__gte=occurred_from)
+    if occurred_to is not None:
+        rows = rows.filter(occurred_at__lt=occurred_to)
+    return rows.order_by("occurred_at", "id")

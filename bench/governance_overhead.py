@@ -1,0 +1,276 @@
+"""Benchmark 1 (issue 4): what governance costs on a LOW tool call.
+
+The same business function (tools.catalog.services.orders_list) is timed two ways, interleaved,
+in one process, on one PostgreSQL database:
+
+- direct: `orders_list(tenant_id=...)` as a plain function call;
+- governed: `ToolCallingManager().execute_tool_calls(ctx, assistant_message)`, i.e. resolve
+  (offered tools: tenant policy and guardian `use_tool`), parse, schema- and business-validate,
+  authorize, policy, execute, convert and mask, audit (DESIGN section 4).
+
+Two governed tools are measured: the built-in `list_orders` (LOW, no idempotency key) and a
+throwaway LOW tool `bench_list_orders` registered by this script with an idempotency key unique to
+each call, so its figures include the idempotent execute (claim INSERT, stored result UPDATE).
+The target (median under 3 ms added) is judged on the latter: it is the whole pipeline.
+
+Then a breakdown run (with timing wrappers, so its total is a little higher) shows where the added
+time goes. `--profile` prints cProfile's top functions of the governed call as well.
+
+Usage: DATABASE_URL=postgres://postgres@127.0.0.1:5432/ap_bench python bench/governance_overhead.py
+       [--iterations 2000] [--warmup 200] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import sys
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
+
+TARGET_ADDED_MS = 3.0
+IDEMPOTENT_TOOL = "bench_list_orders"
+
+
+def register_idempotent_tool(*, user):
+    """Register `bench_list_orders` (LOW, idempotency key per `request_ref`), mirror it in the
+    database, enable it for the user's tenant and grant `use_tool`. Returns its ToolSpec."""
+    from guardian.shortcuts import assign_perm
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from tools.catalog import services
+    from tools.hashing import key_hash
+    from tools.models import Tool
+    from tools.registry import ToolSpec, registry
+    from tools.services import tenant_tool_set_enabled, tools_sync_registry
+
+    class BenchListOrders(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        request_ref: str = Field(description="Caller's reference of this listing", max_length=64)
+
+    def execute(ctx, params):
+        return services.orders_list(tenant_id=ctx.tenant_id)
+
+    registry.unregister(IDEMPOTENT_TOOL)
+    spec = registry.register(ToolSpec(
+        name=IDEMPOTENT_TOOL, description="Benchmark only: list_orders with an idempotency key.",
+        parameters=BenchListOrders, execute=execute, risk="LOW", permission="catalog.view_order",
+        idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, IDEMPOTENT_TOOL, p.request_ref),
+        result_converter=registry.get("list_orders").result_converter,
+    ))
+    tools_sync_registry()
+    tenant_tool_set_enabled(tenant_id=user.tenant_id, tool_name=IDEMPOTENT_TOOL, enabled=True)
+    assign_perm("tools.use_tool", user, Tool.objects.get(name=IDEMPOTENT_TOOL))
+    return spec
+
+
+def unregister_idempotent_tool() -> None:
+    from tools.registry import registry
+    from tools.services import tools_sync_registry
+
+    registry.unregister(IDEMPOTENT_TOOL)
+    tools_sync_registry()  # marks the row unregistered: it is offered to nobody afterwards
+
+
+class Scenario:
+    """One way of running the business function; `__call__(i)` runs iteration i once."""
+
+    def __init__(self, label, fn):
+        self.label, self.fn, self.samples = label, fn, []
+
+    def timed(self, i: int) -> None:
+        started = time.perf_counter()
+        self.fn(i)
+        self.samples.append(_common.elapsed_ms(started))
+
+
+def build_scenarios(*, user, ctx):
+    from tools.catalog import services
+    from tools.manager import ToolCallingManager
+
+    import _data
+
+    manager = ToolCallingManager()
+
+    def direct(i):
+        services.orders_list(tenant_id=user.tenant_id)
+
+    def governed(i):
+        result = manager.execute_tool_calls(ctx, _data.assistant_message(f"call_{i}", "list_orders", "{}"))
+        assert result.outcomes[0].result.success, result.outcomes[0].result
+
+    def governed_idempotent(i):
+        message = _data.assistant_message(f"call_i{i}", IDEMPOTENT_TOOL, f'{{"request_ref": "r-{i}"}}')
+        result = manager.execute_tool_calls(ctx, message)
+        assert result.outcomes[0].result.success, result.outcomes[0].result
+
+    return [Scenario("direct orders_list()", direct),
+            Scenario("governed list_orders", governed),
+            Scenario(f"governed {IDEMPOTENT_TOOL} (+ idempotency)", governed_idempotent)]
+
+
+def measure(scenarios, *, iterations: int, warmup: int, offset: int) -> None:
+    """Run every scenario `warmup` times, then `iterations` times each, interleaved in a shuffled
+    order per iteration so drift (autovacuum, caches) hits all of them alike."""
+    order = random.Random(4)
+    for i in range(warmup):
+        for scenario in scenarios:
+            scenario.fn(offset + i)
+    gc.collect()
+    for i in range(offset + warmup, offset + warmup + iterations):
+        for scenario in order.sample(scenarios, len(scenarios)):
+            scenario.timed(i)
+
+
+def queries_per_call(scenarios, *, offset: int) -> dict[str, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    for scenario in scenarios:
+        with CaptureQueriesContext(connection) as captured:
+            scenario.fn(offset)
+        counts[scenario.label] = len(captured.captured_queries)
+    return counts
+
+
+@contextmanager
+def _wrapped(owner, name: str, bucket: str, totals: dict[str, float]):
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[bucket] += _common.elapsed_ms(started)
+
+    setattr(owner, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def breakdown(scenario, *, iterations: int, offset: int) -> dict[str, float]:
+    """Mean milliseconds per call spent in each part of the governed call (nested parts excluded
+    from their parents), measured with wrappers around the pipeline's collaborators."""
+    from contextlib import ExitStack
+
+    from django.db import connection
+
+    import tools.manager as manager_module
+    from audit import events
+    from tools.catalog import services
+
+    totals: dict[str, float] = defaultdict(float)
+    with ExitStack() as stack:
+        stack.enter_context(_wrapped(manager_module, "offered_tools", "resolve: offered_tools (tenant policy, guardian)",
+                                     totals))
+        stack.enter_context(_wrapped(services, "orders_list", "business function orders_list", totals))
+        stack.enter_context(_wrapped(events, "record", "audit: AuditEvent INSERT", totals))
+        stack.enter_context(_wrapped(manager_module, "idempotency_execute", "_idempotency", totals))
+        stack.enter_context(_wrapped(connection, "commit", "COMMIT (WAL flush)", totals))
+        for name in ("savepoint", "savepoint_commit"):
+            stack.enter_context(_wrapped(connection, name, "SAVEPOINT / RELEASE", totals))
+        started = time.perf_counter()
+        for i in range(offset, offset + iterations):
+            scenario.fn(i)
+        total = _common.elapsed_ms(started)
+    parts = {k: v / iterations for k, v in totals.items()}
+    if "_idempotency" in parts:
+        inner = parts["business function orders_list"] + parts.get("SAVEPOINT / RELEASE", 0) / 2
+        parts["idempotency claim INSERT + result UPDATE"] = max(parts.pop("_idempotency") - inner, 0.0)
+    parts["the rest: parse, validate, authorize, policy, convert, mask, metrics"] = total / iterations - sum(parts.values())
+    return {"total": total / iterations, **parts}
+
+
+def profile(scenario, *, iterations: int, offset: int) -> None:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for i in range(offset, offset + iterations):
+        scenario.fn(i)
+    profiler.disable()
+    print(f"cProfile of {iterations} calls of {scenario.label} (cumulative; profiler overhead inflates the times):")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(r"agentplatform|tools|audit|"
+                                                                                 r"approvals|guardian", 25)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions")
+    args = parser.parse_args()
+    _common.setup()
+
+    import _data
+
+    user = _data.personas()["requester"]
+    _data.reset(tenant=user.tenant)
+    register_idempotent_tool(user=user)
+    try:
+        conversation = _data.conversation(user=user, label="governance overhead")
+        ctx = _data.tool_context(user=user, conversation_id=conversation.id)
+        _common.header("Benchmark 1: governance overhead of a LOW tool call", notes=[
+            "same process, same database, one run; direct and governed calls interleaved per iteration",
+            f"{args.iterations} iterations after {args.warmup} warm-up; tenant acme has "
+            f"{_orders_count(user)} orders (one page)",
+            "ToolContext built once, as in a run (the user's permission cache is warm after resolve_definitions)",
+        ])
+        scenarios = build_scenarios(user=user, ctx=ctx)
+        offset = 0
+        counts = queries_per_call(scenarios, offset=offset)
+        offset += 1
+        measure(scenarios, iterations=args.iterations, warmup=args.warmup, offset=offset)
+        offset += args.iterations + args.warmup
+        report(scenarios, counts)
+        print()
+        print("where the added time goes (mean ms per call, timing wrappers included):")
+        for scenario in scenarios[1:]:
+            parts = breakdown(scenario, iterations=min(500, args.iterations), offset=offset)
+            offset += min(500, args.iterations)
+            print(f"  {scenario.label}: total {parts.pop('total'):.3f} ms")
+            for label, value in sorted(parts.items(), key=lambda kv: -kv[1]):
+                print(f"    {value:7.3f}  {label}")
+        if args.profile:
+            print()
+            profile(scenarios[2], iterations=min(300, args.iterations), offset=offset)
+    finally:
+        unregister_idempotent_tool()
+    return 0
+
+
+def _orders_count(user) -> int:
+    from tools.catalog.models import Order
+
+    return Order.objects.filter(tenant_id=user.tenant_id).count()
+
+
+def report(scenarios, counts: dict[str, int]) -> None:
+    direct = _common.summary(scenarios[0].samples)
+    for scenario in scenarios:
+        print(_common.row(f"{scenario.label} [{counts[scenario.label]} SQL]", scenario.samples))
+    print()
+    for scenario in scenarios[1:]:
+        governed = _common.summary(scenario.samples)
+        added, added_p99 = governed["median"] - direct["median"], governed["p99"] - direct["p99"]
+        print(f"  {scenario.label}: x{governed['median'] / direct['median']:.2f} the direct call at the median; "
+              f"added {added:.3f} ms at the median, {added_p99:.3f} ms at p99")
+    idempotent = _common.summary(scenarios[2].samples)
+    added = idempotent["median"] - direct["median"]
+    print(f"  target: under {TARGET_ADDED_MS:.0f} ms added at the median (whole pipeline, with idempotency): "
+          f"{added:.3f} ms -> {_common.verdict(added < TARGET_ADDED_MS)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

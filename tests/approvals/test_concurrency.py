@@ -1,0 +1,122 @@
+"""Exactly-once under real concurrency on PostgreSQL (DESIGN sections 4.7, 5.4, 8): many consumers
+of one confirmed call, many deliveries of one resume task, and approvers double-clicking at the
+same time all lead to one execution. Real threads, lined up on a barrier; no mocks."""
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections import Counter
+
+import pytest
+
+from agentplatform.runtime import services
+from agentplatform.runtime.models import Run, RunEvent
+from agentplatform.runtime.receivers import enqueue_resume_on_commit
+from agentplatform.runtime.services import conversation_create
+from agentplatform.runtime.tasks import resume_run
+from agentplatform.tenancy.models import User
+from approvals import services as approvals
+from approvals.errors import ConfirmationAlreadyDecided
+from approvals.models import Approval, ConfirmationRequest
+from approvals.signals import confirmation_settled
+from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER, assistant, audit_rows, race, tool_context
+from tools.catalog.models import Cancellation, Order, Refund
+from tools.manager import ToolCallingManager
+from tools.models import IdempotencyRecord
+
+pytestmark = pytest.mark.postgres
+
+CALL = "call_cancel"
+RESUME_UID = "runtime.resume_on_settle"
+
+
+@contextlib.contextmanager
+def _resume_not_enqueued():
+    """Decide without the runtime enqueueing the resume, so the test can deliver it many times."""
+    confirmation_settled.disconnect(dispatch_uid=RESUME_UID)
+    try:
+        yield
+    finally:
+        confirmation_settled.connect(enqueue_resume_on_commit, dispatch_uid=RESUME_UID)
+
+
+def test_twenty_consumers_of_one_confirmed_call_execute_it_once(transactional_db, requester):
+    # given: a confirmed cancel_order call
+    conversation = conversation_create(user=requester)
+    message = assistant((CALL, "cancel_order", CANCEL_ARGS))
+    [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+    request_id = uuid.UUID(pending.confirmation_id)
+
+    def prepare(_):
+        user = User.objects.select_related("tenant").get(pk=requester.pk)
+        return tool_context(user, conversation.pk, confirmations={CALL: request_id})
+
+    # when: 20 threads consume and execute it at once
+    results = race(20, prepare, lambda ctx: ToolCallingManager().execute_tool_calls(
+        ctx, message, only={CALL}).outcomes[0].result)
+
+    # then: one execution, the others refused or handed the stored result
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert Cancellation.objects.count() == 1
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.CANCELLED
+    assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONSUMED
+    assert IdempotencyRecord.objects.get().status == IdempotencyRecord.Status.SUCCEEDED
+    decisions = Counter(r.decision for r in audit_rows(tool_call_id=CALL) if r.decision != "CONFIRMATION_REQUIRED")
+    assert decisions["EXECUTED"] == 1
+    assert decisions["EXECUTED"] + decisions["IDEMPOTENT_HIT"] + decisions["DENIED"] == 20
+    winners = [r for r in results if r.success]
+    assert len(winners) == 1 + decisions["IDEMPOTENT_HIT"]
+    assert {w.data["cancellation_id"] for w in winners} == {str(Cancellation.objects.get().pk)}
+    assert {r.code for r in results if not r.success} <= {"CONFIRMATION_INVALID"}
+
+
+def test_twenty_deliveries_of_one_resume_execute_once(transactional_db, requester):
+    # given: a run waiting for a cancellation, confirmed, whose resume task is delivered 20 times
+    outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
+    assert outcome.run.status == Run.Status.AWAITING_CONFIRMATION
+    with _resume_not_enqueued():
+        approvals.confirmation_confirm(token=outcome.pending[0].token, user=requester)
+
+    # when
+    results = race(20, lambda _: str(outcome.run.pk), resume_run)
+
+    # then: one delivery resumed, the others skipped; the order was cancelled once
+    assert sorted(map(str, results)) == ["resumed"] + ["skipped"] * 19
+    run = Run.objects.get(pk=outcome.run.pk)
+    assert run.status == Run.Status.COMPLETED
+    assert Cancellation.objects.count() == 1
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.CANCELLED
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert run.events.filter(type=RunEvent.Type.TOOL_EXECUTION_COMPLETED).count() == 1
+    assert run.events.filter(type=RunEvent.Type.DONE).count() == 1
+    tool_messages = [m for m in run.state["messages"] if m["role"] == "tool"]
+    assert len(tool_messages) == 1
+
+
+def test_approvers_double_clicking_at_once_refund_once(transactional_db, requester, approver1, approver2):
+    # given: a refund (CRITICAL, two approvers) waiting in a run
+    outcome = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} because the parcel arrived damaged")
+    [pending] = outcome.pending
+    assert pending.needs == "approvers" and pending.quorum == 2
+
+    # when: both approvers click "approve" five times each, all at once (the resume runs on commit)
+    clicks = [approver1.pk, approver2.pk] * 5
+
+    def approve(user_id):
+        user = User.objects.get(pk=user_id)
+        try:
+            approvals.confirmation_approve(request_id=uuid.UUID(pending.confirmation_id), approver=user)
+            return "approved"
+        except ConfirmationAlreadyDecided:
+            return "already decided"
+
+    results = race(len(clicks), lambda i: clicks[i], approve)
+
+    # then: two approvals, one refund, the run finished
+    assert sorted(map(str, results)) == ["already decided"] * 8 + ["approved"] * 2
+    assert Approval.objects.count() == 2
+    assert Refund.objects.count() == 1
+    assert Order.objects.get(tenant=requester.tenant, order_id=REFUND_ORDER).status == Order.Status.REFUNDED
+    assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.COMPLETED
