@@ -20,8 +20,10 @@ from _common import ROOT
 class Worker:
     """A Celery worker subprocess. Use as a context manager; `command` is what was run."""
 
-    def __init__(self, *, broker_url: str, pool: str = "prefork", concurrency: int = 2, name: str = "bench") -> None:
+    def __init__(self, *, broker_url: str, pool: str = "prefork", concurrency: int = 2, name: str = "bench",
+                 extra_env: dict[str, str] | None = None) -> None:
         self.broker_url = broker_url
+        self.extra_env = dict(extra_env or {})
         self.command = [sys.executable, "-m", "celery", "-A", "agentplatform", "worker", "-l", "info",
                         "--pool", pool, "--concurrency", str(concurrency), "-n", f"{name}-{os.getpid()}@%h",
                         "--without-gossip", "--without-mingle", "--without-heartbeat"]
@@ -30,13 +32,14 @@ class Worker:
 
     def display(self) -> str:
         """The worker command line as a user would type it (environment that matters in front)."""
-        return (f"CELERY_BROKER_URL={self.broker_url} CELERY_TASK_ALWAYS_EAGER=false DATABASE_URL=... "
+        extra = "".join(f"{k}={v} " for k, v in self.extra_env.items())
+        return (f"CELERY_BROKER_URL={self.broker_url} CELERY_TASK_ALWAYS_EAGER=false {extra}DATABASE_URL=(same) "
                 + " ".join(["celery", *self.command[3:]]))
 
     def __enter__(self) -> "Worker":
         purge(self.broker_url)
         env = {**os.environ, "CELERY_BROKER_URL": self.broker_url, "CELERY_TASK_ALWAYS_EAGER": "false",
-               "LLM_API_KEY": "", "LOG_LEVEL": "WARNING"}
+               "LLM_API_KEY": "", "LOG_LEVEL": "WARNING", **self.extra_env}
         with self.log.open("wb") as log:
             # A session of its own, so a stuck pool can be stopped as one group (this process's only).
             self.process = subprocess.Popen(self.command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ All instants are wall-clock times on one machine (this process and the worker sh
 
 Usage: DATABASE_URL=postgres://postgres@127.0.0.1:5432/ap_bench python bench/confirm_latency.py
        [--runs 100] [--approvals 50] [--warmup 5] [--pool prefork] [--concurrency 2]
+       [--worker-env DB_CONN_MAX_AGE=60] [--skip-in-process]
 """
 from __future__ import annotations
 
@@ -192,6 +193,17 @@ def in_process(*, user, approvers, runs: int, warmup: int, orders: list[str]) ->
     return samples
 
 
+def require_redis() -> None:
+    """Exit 2 with a clear message when the bench broker is not reachable."""
+    import redis
+
+    try:
+        redis.Redis.from_url(BROKER_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as error:
+        print(f"bench: this benchmark needs Redis at {BROKER_URL} for its Celery worker ({error})", file=sys.stderr)
+        sys.exit(2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100, help="samples per phase (requester confirmations)")
@@ -199,7 +211,12 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--pool", default="prefork", choices=["prefork", "solo", "threads"])
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra environment of the worker, e.g. DB_CONN_MAX_AGE=60 (repeatable)")
+    parser.add_argument("--skip-in-process", action="store_true", help="only the real-worker phase")
     args = parser.parse_args()
+    _common.require_postgres()
+    require_redis()
     _common.setup(broker_url=BROKER_URL)
 
     import _data
@@ -211,15 +228,17 @@ def main() -> int:
     total = 2 * (args.runs + args.warmup) + args.approvals + args.warmup
     orders = list(reversed(_data.orders_create(tenant=user.tenant, count=total)))
     hook_commit_stamp()
-    worker = Worker(broker_url=BROKER_URL, pool=args.pool, concurrency=args.concurrency, name="bench-latency")
+    worker = Worker(broker_url=BROKER_URL, pool=args.pool, concurrency=args.concurrency, name="bench-latency",
+                    extra_env=dict(item.split("=", 1) for item in args.worker_env))
     _common.header("Benchmark 2: confirm-to-execution latency and the approve-and-resume cycle", notes=[
         "offline model (deterministic, in-process HTTP transport through the openai SDK)",
         f"worker: {worker.display()}",
         f"each sample: a fresh run and conversation; the run polls every {POLL_SECONDS * 1000:.0f} ms, "
         "instants come from the rows the resume wrote",
     ])
-    in_process(user=user, approvers=approvers, runs=args.runs, warmup=args.warmup, orders=orders)
-    print()
+    if not args.skip_in_process:
+        in_process(user=user, approvers=approvers, runs=args.runs, warmup=args.warmup, orders=orders)
+        print()
     with worker:
         confirmed = run_samples("real worker, requester confirms (cancel_order, HIGH)", args.runs, args.warmup,
                                 orders, user=user, approvers=approvers, kind="cancel")

@@ -144,6 +144,20 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
             for e in error.errors(include_url=False, include_input=False)][:20]
 
 
+_DEFINITIONS: dict[tuple[str, str, type], str] = {}
+
+
+def _definition(spec: ToolSpec) -> dict[str, Any]:
+    """`spec.definition()`, built once per (name, description, parameter model): pydantic rebuilds the
+    JSON Schema on every call (about 1 ms per tool, measured by bench/confirm_latency.py) although
+    it only changes with the code. Returns a fresh copy each time, so callers may modify it."""
+    key = (spec.name, spec.description, spec.parameters)
+    text = _DEFINITIONS.get(key)
+    if text is None:
+        text = _DEFINITIONS[key] = json.dumps(spec.definition())
+    return json.loads(text)
+
+
 class ToolCallingManager:
     """Resolves tool definitions and executes tool calls through the governed pipeline."""
 
@@ -157,7 +171,7 @@ class ToolCallingManager:
     def resolve_definitions(self, ctx: ToolContext) -> list[dict[str, Any]]:
         """Return the OpenAI tool schemas offered to this context's user (enabled, allowed for the
         tenant, `use_tool` held). Tools not offered are not sent to the model at all."""
-        return [spec.definition() for spec, _ in offered_tools(user=ctx.user).values()]
+        return [_definition(spec) for spec, _ in offered_tools(user=ctx.user).values()]
 
     def execute_tool_calls(
         self, ctx: ToolContext, assistant_message: dict[str, Any], *, on_event: EventSink | None = None,

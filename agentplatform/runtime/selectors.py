@@ -52,10 +52,27 @@ def memory_messages(*, conversation: Conversation, exclude_run: Run | None = Non
         rows = rows.exclude(run=exclude_run)
     window = list(rows.order_by("-id")[: settings.AGENT_MEMORY_WINDOW])
     window.reverse()
-    # A window must not start with tool messages cut off from their assistant message.
-    while window and window[0].role == "tool":
-        window.pop(0)
-    return [m.wire() for m in window]
+    return [m.wire() for m in _answered_exchanges(window)]
+
+
+def _answered_exchanges(window: list[Message]) -> list[Message]:
+    """Drop what a provider rejects (full tool traces only): tool messages cut off from their
+    assistant message by the window, and an assistant message whose tool calls are not all answered
+    right after it (its run still waits for a confirmation, or failed)."""
+    kept: list[Message] = []
+    index = 0
+    while index < len(window):
+        message, end = window[index], index + 1
+        if message.role == "tool":
+            index = end
+            continue
+        while message.tool_calls and end < len(window) and window[end].role == "tool":
+            end += 1
+        answered = {m.tool_call_id for m in window[index + 1:end]}
+        if not message.tool_calls or answered == {call.get("id") for call in message.tool_calls}:
+            kept.extend(window[index:end])
+        index = end
+    return kept
 
 
 def conversation_excerpt(*, conversation: Conversation, limit: int = 3) -> str:

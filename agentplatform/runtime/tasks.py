@@ -69,12 +69,13 @@ def resume_run(self, run_id: str) -> str:
     except (OperationalError, InterfaceError) as error:
         if eager or self.request.retries >= self.max_retries:
             raise
-        # Before the claim nothing happened; after it the run keeps its lease and recovery
-        # continues it once the lease expires. Either way a retry is safe.
+        # Before the claim nothing happened and the retry takes the run; after it the loop ended
+        # the run (SYSTEM_ERROR) or, if it could not even write that, left it RUNNING for
+        # recovery once its lease expires. Either way a retry is safe.
         raise self.retry(exc=error, countdown=_backoff(self.request.retries))
     except SoftTimeLimitExceeded:
-        # The run keeps its lease; the recovery sweep continues it after the lease expires.
-        logger.error("resume of run %s exceeded %ss; recovery will continue it", run_id, RESUME_SOFT_TIME_LIMIT)
+        # The loop ended the run (SYSTEM_ERROR) on its way out; a tool call cut short rolled back.
+        logger.error("resume of run %s exceeded %ss and was stopped", run_id, RESUME_SOFT_TIME_LIMIT)
         return "timed out"
 
 

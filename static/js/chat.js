@@ -2,8 +2,11 @@
  *
  * Talks to the REST API with the session cookie and the CSRF token:
  *   GET  conversations/            the list in the sidebar
- *   GET  conversations/{id}/       the messages of one conversation
- *   POST chat/                     {conversation_id?, message} -> {conversation_id, run_id, status, pending}
+ *   POST conversations/            a new conversation, created before its first message is sent
+ *   GET  conversations/{id}/       the messages and the latest run of one conversation
+ *   POST chat/                     {conversation_id, message} -> {conversation_id, run_id, status, pending}
+ *                                  (blocks until the run answers or waits; while it blocks, the page
+ *                                  finds the new run as the conversation's latest_run and streams it)
  *   GET  runs/{id}/events/         Server-Sent Events of a run (id = seq; replay with Last-Event-ID)
  *   GET  runs/{id}/                the run (fallback when the stream cannot be read; approval counts)
  *   POST confirmations/confirm/    {token}; POST confirmations/cancel/ {token}
@@ -34,6 +37,7 @@
     tokens: {},       // confirmation_id -> raw token (only the requester's own, only in memory)
     streams: {},      // run_id -> EventSource
     turns: {},        // run_id -> Turn
+    latestRunId: null, // newest run of the open conversation (to spot the next one)
     sending: false
   };
 
@@ -159,6 +163,7 @@
 
   function clearMessages() {
     closeStreams();
+    state.latestRunId = null;
     els.messages.textContent = "";
     els.messages.appendChild(els.empty);
     els.empty.hidden = false;
@@ -177,6 +182,7 @@
       // The latest run may still wait for a decision, or still be running (a worker resumes it):
       // replay its events from the start so its steps and confirmation cards show again.
       var run = data.latest_run;
+      state.latestRunId = run ? run.id : null;
       if (run && (run.status === "AWAITING_CONFIRMATION" || run.status === "RUNNING")) {
         follow(run.id, new Turn(run.id));
       }
@@ -316,6 +322,7 @@
         this.setStatus("");
         break;
       case "DONE":
+        this.done = true;
         this.draft.classList.remove("streaming");
         if (payload.status === "FAILED") { this.row.classList.add("failed"); }
         this.setStatus("");
@@ -396,6 +403,7 @@
   };
 
   Card.prototype.settle = function (success, code) {
+    this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
     if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
     else if (code === "REJECTED") { this.resolve("Rejected — nothing was done. / 已拒绝，未执行。", "failed"); }
     else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
@@ -418,17 +426,20 @@
       return api("POST", "confirmations/" + action + "/", { token: token });
     }).then(function () {
       delete state.tokens[self.confirmationId];
-      if (action === "confirm") {
-        self.resolve("Confirmed — running… / 已确认，执行中", "ok");
-        self.turn.setStatus("Running… / 执行中");
-      } else {
-        self.resolve("Cancelled — nothing will run. / 已取消，不会执行。", "failed");
+      // With eager Celery the resumed run's events may already be on screen (settled card).
+      if (!self.settled) {
+        if (action === "confirm") {
+          self.resolve("Confirmed — running… / 已确认，执行中", "ok");
+          self.turn.setStatus("Running… / 执行中");
+        } else {
+          self.resolve("Cancelled — nothing will run. / 已取消，不会执行。", "failed");
+        }
       }
       ensureFollowing(self.turn);
     }).catch(function (error) {
       delete state.tokens[self.confirmationId];
       if (error.code === "ALREADY_DECIDED" || error.code === "CONFIRMATION_EXPIRED") {
-        self.resolve(errorText(error), "failed");
+        if (!self.settled) { self.resolve(errorText(error), "failed"); }
         ensureFollowing(self.turn);
       } else {
         self.setStatus(errorText(error), "failed");
@@ -455,9 +466,12 @@
                      "FINAL_TEXT", "ERROR", "DONE"];
 
   function follow(runId, turn) {
-    if (state.streams[runId]) { return; }
+    if (state.streams[runId] || (turn.runId === runId && turn.done)) { return; }
     turn.setRun(runId);
-    var source = new EventSource(API + "runs/" + encodeURIComponent(runId) + "/events/", { withCredentials: true });
+    // A first connection cannot send Last-Event-ID; the API takes it as a query parameter too.
+    var url = API + "runs/" + encodeURIComponent(runId) + "/events/" +
+      (turn.lastSeq ? "?last_event_id=" + turn.lastSeq : "");
+    var source = new EventSource(url, { withCredentials: true });
     state.streams[runId] = source;
     EVENT_TYPES.forEach(function (type) {
       source.addEventListener(type, function (event) {
@@ -502,19 +516,53 @@
     els.input.readOnly = on;
   }
 
+  /* The conversation to send into: the open one, or a new one created first, so the page can
+     find the run the chat request starts while that request is still running. */
+  function ensureConversation(text) {
+    if (state.conversationId) { return Promise.resolve(state.conversationId); }
+    return api("POST", "conversations/", { title: text.trim().slice(0, 60) }).then(function (c) {
+      setConversation(c.id);
+      state.latestRunId = null;
+      els.title.textContent = c.title || "Untitled / 未命名";
+      refreshConversations();
+      return c.id;
+    });
+  }
+
   function send(text) {
     if (state.sending || !text.trim()) { return; }
     setSending(true);
     addUserMessage(text);
     var turn = new Turn(null);
-    var body = { message: text };
-    if (state.conversationId) { body.conversation_id = state.conversationId; }
-    api("POST", "chat/", body).then(function (data) {
-      var isNew = !state.conversationId;
-      setConversation(data.conversation_id);
-      listOf(data.pending).forEach(function (p) { if (p.token) { state.tokens[p.confirmation_id] = p.token; } });
-      follow(data.run_id, turn);
-      if (isNew) { refreshConversations(); }
+    els.input.value = "";
+    ensureConversation(text).then(function (conversationId) {
+      var known = state.latestRunId;
+      var discovering = true;
+      // POST chat/ answers once the run has finished or waits for a person. Meanwhile look for
+      // the run it started (the conversation's newest run) and stream its events live.
+      (function discover() {
+        if (!discovering) { return; }
+        api("GET", "conversations/" + encodeURIComponent(conversationId) + "/").then(function (c) {
+          var run = c.latest_run;
+          if (!discovering) { return; }
+          if (run && run.id !== known && !turn.runId) { follow(run.id, turn); }
+          else if (!turn.runId) { setTimeout(discover, 400); }
+        }).catch(function () { if (discovering) { setTimeout(discover, 1000); } });
+      })();
+      return api("POST", "chat/", { conversation_id: conversationId, message: text }).then(function (data) {
+        discovering = false;
+        state.latestRunId = data.run_id;
+        listOf(data.pending).forEach(function (p) { if (p.token) { state.tokens[p.confirmation_id] = p.token; } });
+        if (turn.runId && turn.runId !== data.run_id) {
+          // The newest run was someone else's request (another tab): show ours instead.
+          if (state.streams[turn.runId]) { state.streams[turn.runId].close(); delete state.streams[turn.runId]; }
+          delete state.turns[turn.runId];
+          var ours = new Turn(null);
+          turn.row.remove();
+          turn = ours;
+        }
+        follow(data.run_id, turn);
+      }, function (error) { discovering = false; throw error; });
     }).catch(function (error) {
       turn.setStatus("", "");
       turn.bubble.appendChild(el("div", "turn-error", errorText(error)));
@@ -523,7 +571,6 @@
       setSending(false);
       els.input.focus();
     });
-    els.input.value = "";
   }
 
   els.form.addEventListener("submit", function (event) {

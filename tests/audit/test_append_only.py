@@ -35,7 +35,7 @@ def test_the_model_refuses_every_way_to_change_or_delete_a_row(event, attempt):
         "update_or_create": lambda: AuditEvent.objects.update_or_create(pk=event.pk, defaults={"message": "rewritten"}),
     }
 
-    with pytest.raises(AuditImmutable):
+    with pytest.raises(AuditImmutable), transaction.atomic():
         actions[attempt]()
 
     assert _unchanged(event)

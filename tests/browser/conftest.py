@@ -41,6 +41,13 @@ def _short_streams(settings) -> None:
     settings.API_SSE_POLL_SECONDS = 0.2
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings) -> None:
+    """Seeding hashes ten demo passwords per test; a fast hasher keeps these tests quick (the
+    hasher is not what they test)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 class Person:
     """One signed-in person: their own browser context (cookies), a page, and screenshots."""
 

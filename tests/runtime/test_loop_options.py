@@ -137,6 +137,37 @@ def test_full_tool_trace_memory_keeps_tool_calls_and_results(requester, model, s
                                                                       "QUESTION-TWO"]
 
 
+
+def _every_tool_call_answered(messages: list[dict[str, Any]]) -> bool:
+    """OpenAI's rule: an assistant message's tool calls are answered by the tool messages right after it."""
+    for index, message in enumerate(messages):
+        if message["role"] == "tool" and not (messages[index - 1].get("tool_calls")
+                                              or messages[index - 1]["role"] == "tool"):
+            return False
+        if message.get("tool_calls"):
+            following = []
+            for later in messages[index + 1:]:
+                if later["role"] != "tool":
+                    break
+                following.append(later["tool_call_id"])
+            if sorted(following) != sorted(c["id"] for c in message["tool_calls"]):
+                return False
+    return True
+
+
+@pytest.mark.parametrize("full_trace", [False, True], ids=["default", "full-trace"])
+def test_memory_never_carries_an_unanswered_tool_call(requester, model, settings, full_trace):
+    settings.AGENT_MEMORY_FULL_TOOL_TRACE = full_trace
+    model.calls(("call_wait", "cancel_order", CANCEL_ARGS))  # run 1 waits for a confirmation nobody gives
+    model.says("ANSWER-TWO")
+    first = services.chat_send(user=requester, message=f"cancel {ORDER}")
+
+    services.chat_send(user=requester, message="QUESTION-TWO", conversation_id=first.run.conversation_id)
+
+    messages = model.messages(1)
+    assert _every_tool_call_answered(messages), messages
+    assert [m["content"] for m in messages if m["role"] == "user"] == [f"cancel {ORDER}", "QUESTION-TWO"]
+
 # -- who executes: user-controlled execution and the eligibility predicate --------------------------
 
 def test_user_controlled_execution_hands_back_the_calls_and_runs_nothing(requester, model):

@@ -77,7 +77,8 @@ def test_the_model_waits_until_every_gated_call_of_the_turn_is_decided(requester
                               confirmation_token=tokens["call_a"]).run.status == Run.Status.AWAITING_CONFIRMATION
     assert len(model.requests) == 1 and not Cancellation.objects.exists()
 
-    # the other declined: the run resumes, the confirmed call runs, the declined one is REJECTED
+    # the other declined with the token first shown (confirming call_a did not void it): the run
+    # resumes, the confirmed call runs, the declined one is REJECTED
     approvals.confirmation_cancel(token=tokens["call_b"], user=requester)
     services.run_continue(run_id=first.run.pk)
 
@@ -168,3 +169,20 @@ def test_policy_changed_to_deny_while_waiting_executes_nothing(requester):
     [[answer]] = _answers_per_call(done.run).values()
     assert (answer["success"], answer["code"]) == (False, "POLICY_DENIED")
     assert _order_status(requester) == Order.Status.PAID and not Cancellation.objects.exists()
+
+
+def test_the_same_cancel_twice_in_one_turn_cancels_once_and_answers_both(requester, model):
+    model.calls(("call_a", "cancel_order", CANCEL_ARGS), ("call_b", "cancel_order", CANCEL_ARGS))
+    model.says("Cancelled.")
+    first = services.chat_send(user=requester, message=f"cancel {ORDER}, cancel {ORDER}")
+    conversation = first.run.conversation_id
+
+    for pending in first.pending:  # the requester confirms both cards with the tokens first shown
+        services.chat_send(user=requester, message="yes", conversation_id=conversation,
+                           confirmation_token=pending.token)
+
+    answers = model.tool_answers(1)
+    assert answers["call_a"] == answers["call_b"] and answers["call_a"]["success"] is True
+    assert Cancellation.objects.count() == 1
+    assert sorted(r.decision for r in audit_rows(tool_name="cancel_order")
+                  if r.decision in ("EXECUTED", "IDEMPOTENT_HIT")) == ["EXECUTED", "IDEMPOTENT_HIT"]

@@ -3,7 +3,8 @@ tests/audit and the runtime tests: a scripted model at the HTTP edge, throwaway 
 builders for assistant messages and tool contexts.
 
 Fixtures here are imported by the conftests of those folders (and by runtime test modules, which
-have no conftest of their own): `model`, `install_tool`.
+have no conftest of their own): `model`, `install_tool`. `race` lines real threads up on a barrier
+for the PostgreSQL concurrency tests.
 """
 from __future__ import annotations
 

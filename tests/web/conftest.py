@@ -10,6 +10,13 @@ REFUND_ORDER = "A202607290003"
 CANCEL_ORDER = "A202607290001"
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings) -> None:
+    """Seeding hashes ten demo passwords per test; a fast hasher keeps these tests quick (the
+    hasher is not what they test)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def refund_request(requester) -> ConfirmationRequest:
     """A PENDING approver-gated refund (CRITICAL, quorum 2) asked by acme's requester."""

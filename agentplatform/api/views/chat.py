@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -112,8 +112,7 @@ class ChatApi(ApiView):
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
         request=InputSerializer, parameters=[IDEMPOTENCY_KEY],
-        responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422),
-                   503: OpenApiResponse(description="Model unavailable (retryable).")},
+        responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
