@@ -20,16 +20,18 @@ test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip w
 	$(BIN)/python -m pytest -q -rs
 
 serve: $(STAMP)  ## the web UI and API on http://127.0.0.1:8000 (after `make demo`)
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python manage.py runserver --insecure 127.0.0.1:8000  # --insecure: serve /static/ with DEBUG off
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
 	$(BIN)/python manage.py chat --user $(or $(USER_NAME),acme-requester)
 
-worker: $(STAMP)  ## a Celery worker (needs CELERY_BROKER_URL=redis://...)
-	$(BIN)/celery -A agentplatform worker -l info --concurrency 4
+worker: $(STAMP)  ## a Celery worker (needs CELERY_BROKER_URL=redis://...; see docs/operations.md)
+	@test -n "$$CELERY_BROKER_URL" || { echo "set CELERY_BROKER_URL, e.g. redis://127.0.0.1:6379/0 (without it tasks run eagerly in the web process)"; exit 1; }
+	$(BIN)/celery -A agentplatform worker -l info --pool prefork --concurrency $(or $(CONCURRENCY),4)
 
-beat: $(STAMP)  ## the Celery beat scheduler (expiry, recovery, pruning)
-	$(BIN)/celery -A agentplatform beat -l info
+beat: $(STAMP)  ## the Celery beat scheduler: expiry, recovery, pruning (schedule: CELERY_BEAT_SCHEDULE in settings)
+	@test -n "$$CELERY_BROKER_URL" || { echo "set CELERY_BROKER_URL, e.g. redis://127.0.0.1:6379/0"; exit 1; }
+	$(BIN)/celery -A agentplatform beat -l info --schedule $(VENV)/celerybeat-schedule
 
 bench: $(STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
 	$(BIN)/python bench/run_all.py

@@ -405,7 +405,10 @@
   Card.prototype.settle = function (success, code) {
     this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
     if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
-    else if (code === "REJECTED") { this.resolve("Rejected — nothing was done. / 已拒绝，未执行。", "failed"); }
+    else if (code === "REJECTED") {
+      this.resolve(this.needs === "requester" ? "Cancelled — nothing was done. / 已取消，未执行。"
+        : "Rejected by an approver — nothing was done. / 审批人已拒绝，未执行。", "failed");
+    }
     else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
     else { this.resolve("Not done: " + code + " / 未执行", "failed"); }
   };

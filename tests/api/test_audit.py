@@ -87,7 +87,8 @@ def test_jsonl_export_streams_every_matching_event_oldest_first(api, approver1, 
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert "attachment" in response["Content-Disposition"]
     lines = [json.loads(line) for line in body_of(response).splitlines()]
-    expected = AuditEvent.objects.filter(tenant=requester.tenant, tool_name="cancel_order").order_by("occurred_at", "id")
+    expected = AuditEvent.objects.filter(tenant=requester.tenant, tool_name="cancel_order").order_by(
+        "occurred_at", "id")
     assert [r["id"] for r in lines] == [str(e.id) for e in expected]
     assert cancel_pending.pending[0].token not in json.dumps(lines)
 

@@ -109,3 +109,14 @@ def test_an_expired_token_is_410(api, requester, cancel_pending, monkeypatch):
         "confirmation_token": cancel_pending.pending[0].token}, format="json")
     assert_error(response, 410, "CONFIRMATION_EXPIRED")
     assert Order.objects.get(tenant=requester.tenant, order_id=CANCEL_ORDER).status == Order.Status.PAID
+
+
+def test_a_plain_x_request_id_is_recorded_on_the_run_and_a_strange_one_ignored(api, requester):
+    client = api(requester)
+    body = client.post("/api/v1/chat/", {"message": "How many SKU-10001?"}, format="json",
+                       HTTP_X_REQUEST_ID="req-42.a:b_c").json()
+    assert Run.objects.get(pk=body["run_id"]).request_id == "req-42.a:b_c"
+    assert AuditEvent.objects.filter(run_id=body["run_id"], request_id="req-42.a:b_c").exists()
+    body = client.post("/api/v1/chat/", {"message": "How many SKU-10001?"}, format="json",
+                       HTTP_X_REQUEST_ID="bad id; drop table").json()
+    assert Run.objects.get(pk=body["run_id"]).request_id not in ("", "bad id; drop table")

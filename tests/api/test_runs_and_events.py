@@ -103,7 +103,7 @@ def test_reconnecting_with_last_event_id_receives_only_what_was_missed(api, requ
     first = client.get(f"/api/v1/runs/{run.pk}/events/")
     messages = sse_messages(first)
     seen = [next(m for m in messages if "event" in m) for _ in range(2)]
-    first.close()
+    messages.close()  # the client stops reading (the test client then closes the response itself)
     # when: it reconnects with the last id it saw
     again = client.get(f"/api/v1/runs/{run.pk}/events/", HTTP_LAST_EVENT_ID=seen[-1]["id"])
     # then: exactly the rest, in order

@@ -81,7 +81,7 @@ def wsgi_like_test_client():
 
 def test_no_generated_request_gets_a_server_error(people, requester, cancel_pending, refund_pending, settings,
                                                   wsgi_like_test_client):
-    settings.API_SSE_MAX_SECONDS = 0.2
+    settings.API_SSE_MAX_SECONDS = 0.05
     settings.API_SSE_POLL_SECONDS = 0.05
     token = api_token_issue(user=requester)
     known_ids = {
@@ -100,6 +100,8 @@ def test_no_generated_request_gets_a_server_error(people, requester, cancel_pend
         variants = [None] + ([{n: known_ids[n] for n in path_names}] if path_names else [])
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             # real ids with valid data reach the services; invalid data is tried with generated ids
+            if mode is GenerationMode.NEGATIVE and not (len(operation.query) or len(operation.body) or path_names):
+                continue  # nothing to make invalid but headers: hypothesis would only search in vain
             for path_parameters in (variants if mode is GenerationMode.POSITIVE else [None]):
                 strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters,
                                                  headers={"Authorization": f"Token {token}"})
@@ -123,12 +125,10 @@ def test_no_generated_request_gets_a_server_error(people, requester, cancel_pend
                         if not (isinstance(body, dict) and {"code", "message", "retryable"} <= set(body)):
                             failures.append(f"{where}: not the error body: {response.text[:200]}")
 
-                import time as _t; _s = _t.monotonic()
                 try:
                     check()
                 except Unsatisfiable:
                     pass  # nothing can be made invalid here (e.g. a fixed id and no body)
-                print("PROF", operation.label, mode.value, bool(path_parameters), round(_t.monotonic() - _s, 2))
 
     assert tried > 200
     assert failures == [], "\n".join(failures[:20])

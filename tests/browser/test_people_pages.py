@@ -68,6 +68,30 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     assert alice.console_errors == []
 
 
+def test_after_a_reload_the_requester_cancels_the_pending_call_with_a_fresh_token(open_person, requester):
+    expect = _expect()
+    alice = open_person("requester")
+    alice.sign_in(requester.username, DEMO_PASSWORD)
+    _send(alice, "Cancel A202607290001 because the customer changed their mind")
+    expect(alice.page.locator("[data-testid=confirmation-card]")).to_be_visible()
+
+    # the token from the chat response is gone with the reload; the page asks for a fresh one
+    alice.page.reload()
+    card = alice.page.locator("[data-testid=confirmation-card]")
+    expect(card).to_contain_text("Cancel order A202607290001")
+    alice.shot("1-card-after-reload")
+    card.locator("[data-testid=cancel]").click()
+
+    final = alice.page.locator("[data-testid=final-answer]")
+    expect(final).to_contain_text("rejected")
+    expect(card).to_contain_text("Cancelled — nothing was done")
+    alice.shot("2-cancelled")
+    assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID
+    assert not Cancellation.objects.exists()
+    assert Run.objects.get(user=requester).status == Run.Status.COMPLETED
+    assert alice.console_errors == []
+
+
 def test_two_approvers_approve_a_refund_and_the_requester_sees_the_result(open_person, requester, approver1,
                                                                           approver2):
     expect = _expect()

@@ -7,6 +7,7 @@ business function after its change: nothing catches it, so it unwinds like a kil
 from __future__ import annotations
 
 import datetime
+import json
 import socket
 
 import pytest
@@ -14,6 +15,7 @@ from django.conf import settings as django_settings
 
 from agentplatform import clock
 from agentplatform.runtime import loop, services
+from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.tasks import recover_stuck_runs
 from approvals import services as approvals
@@ -99,6 +101,43 @@ def test_a_run_whose_worker_died_mid_execution_is_recovered_and_executes_once(re
     frozen_clock.advance(django_settings.AGENT_RUN_LEASE_SECONDS + 1)
     assert recover_stuck_runs.delay().get() == {"idempotency_records": 0, "runs": 0}
     assert Cancellation.objects.count() == 1
+
+
+def test_a_worker_dying_after_the_execution_committed_is_recovered_without_executing_again(
+        requester, frozen_clock, monkeypatch):
+    outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was a mistake")
+    [pending] = outcome.pending
+    # given: the worker dies right after the cancellation committed, before the run saved its answer
+    real_emit = EventRecorder.emit
+
+    def emit(self, type_, payload=None):
+        if type_ == RunEvent.Type.TOOL_EXECUTION_COMPLETED:
+            raise WorkerDied()
+        return real_emit(self, type_, payload)
+
+    monkeypatch.setattr(EventRecorder, "emit", emit)
+    with pytest.raises(WorkerDied):
+        services.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
+                           confirmation_token=pending.token)
+    monkeypatch.setattr(EventRecorder, "emit", real_emit)
+    assert Cancellation.objects.count() == 1
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONSUMED
+    assert Run.objects.get(pk=outcome.run.pk).state["pending"]  # the run did not record the answer
+
+    # when: recovery continues the run
+    frozen_clock.advance(django_settings.AGENT_RUN_LEASE_SECONDS + 1)
+    assert recover_stuck_runs.delay().get()["runs"] == 1
+
+    # then: the call is answered from its idempotency record, not executed again
+    run = Run.objects.get(pk=outcome.run.pk)
+    assert run.status == Run.Status.COMPLETED
+    assert Cancellation.objects.count() == 1
+    decisions = list(AuditEvent.objects.filter(run_id=run.pk, tool_name="cancel_order",
+                                               decision__in=["EXECUTED", "IDEMPOTENT_HIT"])
+                     .order_by("occurred_at", "id").values_list("decision", flat=True))
+    assert decisions == ["EXECUTED", "IDEMPOTENT_HIT"], decisions
+    [answer] = [json.loads(m["content"]) for m in run.state["messages"] if m["role"] == "tool"]
+    assert answer["success"] is True and answer["data"]["current_status"] == "CANCELLED"
 
 
 def test_a_run_that_keeps_killing_its_worker_ends_failed_with_run_lease_expired(requester, frozen_clock,

@@ -37,7 +37,8 @@ def test_a_model_outage_is_retried_with_backoff_then_fails_the_run_once(start_wo
     run = wait_for(lambda: Run.objects.filter(pk=outcome.run.pk, status=Run.Status.FAILED).first(),
                    message="the run to fail", details=worker.tail)
     assert run.error_code == "MODEL_UNAVAILABLE"
+    wait_for(lambda: worker.count("succeeded"), message="the last attempt to end", details=worker.tail)
     assert worker.count("retry: Retry in") == 2, worker.tail()
-    assert worker.count("succeeded") == 1, worker.tail()
+    assert worker.count("] received") == 3 and worker.count("succeeded") == 1, worker.tail()
     # and the approved call ran once, before the model was needed, not once per attempt
     assert Cancellation.objects.count() == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from guardian.shortcuts import assign_perm
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
@@ -20,7 +21,7 @@ from tests.tools.support import (  # noqa: F401 - fixtures
 )
 from tools.catalog.models import Cancellation, Order, StockLevel
 from tools.errors import ToolPermissionDenied
-from tools.models import IdempotencyRecord
+from tools.models import IdempotencyRecord, Tool
 
 
 def _order_status(user, order_id: str = ORDER) -> str:
@@ -75,10 +76,6 @@ def test_no_permission_raises_to_the_caller_and_the_model_is_not_asked_to_explai
 
 def test_use_tool_without_the_business_permission_is_still_denied(approver1, model):
     # approver1 may use the tool row but lacks catalog.cancel_order
-    from guardian.shortcuts import assign_perm
-
-    from tools.models import Tool
-
     assign_perm("tools.use_tool", approver1, Tool.objects.get(name="cancel_order"))
     model.calls(("call_cancel", "cancel_order", CANCEL_ARGS))
 

@@ -9,7 +9,6 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
-from rest_framework.response import Response
 
 from agentplatform import clock
 from agentplatform.api.base import ApiView, StrictCharField
@@ -114,7 +113,8 @@ class AuditEventListApi(ApiView):
         export = request.accepted_renderer.format
         if export in ("jsonl", "csv"):
             lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
-            response = StreamingHttpResponse(lines, content_type=f"{request.accepted_renderer.media_type}; charset=utf-8")
+            content_type = f"{request.accepted_renderer.media_type}; charset=utf-8"
+            response = StreamingHttpResponse(lines, content_type=content_type)
             stamp = clock.now().strftime("%Y%m%dT%H%M%SZ")
             response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.{export}"'
             return response

@@ -1,6 +1,7 @@
 """POST /api/v1/chat/: one chat turn (blocking), honouring an Idempotency-Key header."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from drf_spectacular.types import OpenApiTypes
@@ -30,6 +31,17 @@ IDEMPOTENCY_KEY = OpenApiParameter(
                  "Same key and body: the stored response is replayed (header `Idempotent-Replayed: true`; "
                  "tokens are not replayed, get a fresh one from /confirmations/{id}/token/). Same key, other "
                  "body: 422. First request still running: 409 IN_PROGRESS."))
+
+REQUEST_ID = OpenApiParameter(
+    "X-Request-ID", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description="Your correlation id (up to 64 of A-Z a-z 0-9 . _ : -), recorded on the run and its audit rows.")
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+def request_id_of(request: Request) -> str:
+    """The client's X-Request-ID when it is a plain token, else "" (the run then makes its own)."""
+    value = request.headers.get("X-Request-ID", "").strip()
+    return value if REQUEST_ID_PATTERN.fullmatch(value) else ""
 
 
 @extend_schema_serializer(component_name="PendingConfirmation")
@@ -111,7 +123,7 @@ class ChatApi(ApiView):
 
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
-        request=InputSerializer, parameters=[IDEMPOTENCY_KEY],
+        request=InputSerializer, parameters=[IDEMPOTENCY_KEY, REQUEST_ID],
         responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
     )
     def post(self, request: Request) -> Response:
@@ -126,7 +138,7 @@ class ChatApi(ApiView):
             outcome = chat_send(user=request.user, message=data.get("message") or "",
                                 conversation_id=data.get("conversation_id"),
                                 confirmation_token=data.get("confirmation_token") or None,
-                                request_id=request.headers.get("X-Request-ID", "")[:64])
+                                request_id=request_id_of(request))
             return Response(self.OutputSerializer(outcome_body(outcome)).data)
 
         if key is None:
@@ -136,8 +148,9 @@ class ChatApi(ApiView):
     def _once(self, request: Request, key: str, handler: Callable[[], Response]) -> Response:
         """Run `handler` at most once per (tenant, user, key); replay its stored response after.
 
-        Stored: every answer below 500 that is not retryable (success and final errors alike).
-        Released (a retry runs again): server errors and retryable errors.
+        Called after the body validated (an invalid body claims no key). Stored: every answer below
+        500 that is not retryable, success and final errors alike, with tokens removed. Released
+        (a retry runs again): server errors and retryable errors.
         """
         fingerprint = request_fingerprint(method=request.method, path=request.path, body=request.data)
         claim = http_idempotency_claim(user=request.user, key=key, fingerprint=fingerprint)
