@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 import secrets
 import uuid
 from typing import Any
@@ -30,6 +31,18 @@ from audit import events
 Status = ConfirmationRequest.Status
 OPEN_STATES = (Status.PENDING, Status.CONFIRMED)
 TOKEN_BYTES = 32  # 256 random bits (issue 2, item 5)
+
+
+TOKEN_PATTERN = re.compile(r"\bct_[A-Za-z0-9_\-]{16,}")
+
+
+def redact_tokens(text: str) -> str:
+    """Replace anything shaped like a confirmation token in free text with "[redacted token]".
+
+    A user who pastes a token into a chat message must not send it to the model or the memory
+    (seed 002 section 26: the token never goes into a prompt).
+    """
+    return TOKEN_PATTERN.sub("[redacted token]", text)
 
 
 def token_digest(token: str) -> str:

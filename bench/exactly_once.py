@@ -32,11 +32,13 @@ import _common  # noqa: E402
 RACES = ("consume", "resume", "confirm")
 
 
-def race(items: list, consumers: int, attempt) -> tuple[Counter, float]:
+def race(items: list, consumers: int, attempt) -> tuple[Counter, float, object]:
     """`consumers` threads attempt every item together: before each item they wait on one cyclic
     barrier, so all of them hit the same token at the same moment. attempt(item) returns a label
-    for the tally (or raises; the exception's code is tallied). Returns (tally, wall seconds)."""
+    for the tally (or raises; the exception's code is tallied). Returns (tally, wall seconds, start instant)."""
     from django.db import connection
+
+    from agentplatform import clock
 
     barrier = threading.Barrier(consumers)
     tally: Counter = Counter()
@@ -63,14 +65,14 @@ def race(items: list, consumers: int, attempt) -> tuple[Counter, float]:
             connection.close()
 
     threads = [threading.Thread(target=body, name=f"consumer-{i}") for i in range(consumers)]
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), clock.now()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if failures:
         raise RuntimeError(f"a consumer failed: {failures[0]!r}") from failures[0]
-    return tally, time.perf_counter() - started
+    return tally, time.perf_counter() - started, started_at
 
 
 _local = threading.local()
@@ -110,7 +112,7 @@ def waiting_runs(*, user, order_ids: list[str], confirm: bool) -> list:
     return runs
 
 
-def race_consume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float]:
+def race_consume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float, object, list]:
     import _data
 
     conversation = _data.conversation(user=user, label="exactly once consume")
@@ -118,12 +120,13 @@ def race_consume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter
 
     def attempt(call) -> str:
         result = _data.consume(user=thread_user(user.pk), conversation_id=conversation.id, call=call)
+        # An idempotent replay returns the stored result: the audit tally tells it from the execution.
         return f"{'ok' if result.success else 'refused'} {result.code}"
 
-    return race(calls, consumers, attempt)
+    return (*race(calls, consumers, attempt), [conversation.pk])
 
 
-def race_resume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float]:
+def race_resume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float, object, list]:
     from agentplatform.runtime import loop
 
     runs = waiting_runs(user=user, order_ids=order_ids, confirm=True)
@@ -132,10 +135,10 @@ def race_resume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter,
         outcome = loop.run_resume(run_id=item[0])
         return "skipped (claimed by another)" if outcome is None else f"resumed -> {outcome.run.status}"
 
-    return race(runs, consumers, attempt)
+    return (*race(runs, consumers, attempt), [conversation_id for _, conversation_id, _ in runs])
 
 
-def race_confirm(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float]:
+def race_confirm(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float, object, list]:
     from agentplatform.runtime import services
 
     runs = waiting_runs(user=user, order_ids=order_ids, confirm=False)
@@ -146,7 +149,15 @@ def race_confirm(*, user, order_ids: list[str], consumers: int) -> tuple[Counter
                                      confirmation_token=token)
         return f"confirmed -> run {outcome.run.status}"
 
-    return race(runs, consumers, attempt)
+    return (*race(runs, consumers, attempt), [conversation_id for _, conversation_id, _ in runs])
+
+
+def audit_tally(*, user, conversation_ids: list, since) -> Counter:
+    """Audit rows written during the race for the race's conversations, by (decision, status)."""
+    from audit.models import AuditEvent
+
+    rows = AuditEvent.objects.filter(tenant=user.tenant, conversation_id__in=conversation_ids, occurred_at__gte=since)
+    return Counter(f"{decision} {status}" for decision, status in rows.values_list("decision", "status"))
 
 
 def count_effects(*, user, order_ids: list[str]) -> dict[str, int]:
@@ -194,7 +205,7 @@ def main() -> int:
     failed = False
     for index, name in enumerate(races):
         order_ids = _data.orders_create(tenant=user.tenant, count=args.tokens, start=index * 1_000_000 + 1)
-        tally, wall = runners[name](user=user, order_ids=order_ids, consumers=args.consumers)
+        tally, wall, since, conversation_ids = runners[name](user=user, order_ids=order_ids, consumers=args.consumers)
         effects = count_effects(user=user, order_ids=order_ids)
         attempts = sum(tally.values())
         winners = effects["executions"]
@@ -205,7 +216,12 @@ def main() -> int:
         print(f"  executions: {winners} (expected {args.tokens}) -> {'EXACTLY ONCE' if ok else 'VIOLATED'}; "
               f"refused or no-op consumers: {attempts - winners}")
         print(f"  database: {effects}")
+        print("  consumers' outcomes:")
         for label, count in sorted(tally.items(), key=lambda kv: -kv[1]):
+            print(f"  {count:6d} x {label}")
+        print("  audit rows the race wrote (decision status):")
+        for label, count in sorted(audit_tally(user=user, conversation_ids=conversation_ids, since=since).items(),
+                                   key=lambda kv: -kv[1]):
             print(f"  {count:6d} x {label}")
         print()
     print(f"end: {_common.load_average()}")

@@ -15,12 +15,13 @@
  * Every answer and every tool step on screen comes from the run's event stream, so the page looks
  * the same whether the run was resumed in this request (eager Celery) or later by a worker.
  * Text is always inserted with textContent: nothing from the model or the API becomes HTML.
+ * Needs api.js (window.AP helpers) and turn.js (AP.Turn: one assistant turn on screen) first.
  */
 (function () {
   "use strict";
 
   var root = document.getElementById("chat-app");
-  if (!root) { return; }
+  if (!root || !window.AP || !window.AP.Turn) { return; }
   var API = root.getAttribute("data-api") || "/api/v1/";
   var els = {
     list: document.getElementById("conversation-list"),
@@ -41,65 +42,8 @@
     sending: false
   };
 
-  var TOOL_LABELS = {
-    query_inventory: "Inventory lookup / 库存查询",
-    list_orders: "List orders / 订单列表",
-    cancel_order: "Cancel order / 取消订单",
-    refund_order: "Refund / 退款"
-  };
-  var RISK_LABELS = { LOW: "LOW 低", MEDIUM: "MEDIUM 中", HIGH: "HIGH 高", CRITICAL: "CRITICAL 极高" };
-  var ERROR_TEXT = {
-    CONFIRMATION_EXPIRED: "This confirmation expired; nothing was done. / 确认已过期，未执行。",
-    ALREADY_DECIDED: "This call was already decided. / 该操作已处理。",
-    CONFIRMATION_INVALID: "This confirmation is no longer valid. / 该确认已失效。",
-    PERMISSION_DENIED: "You are not allowed to do this. / 您无权执行此操作。",
-    NOT_AUTHENTICATED: "Your session ended; please sign in again. / 会话已结束，请重新登录。"
-  };
-
-  // -- helpers -------------------------------------------------------------------------------
-
-  function csrfToken() {
-    var meta = document.querySelector('meta[name="csrf-token"]');
-    return meta ? meta.getAttribute("content") : "";
-  }
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) { node.className = className; }
-    if (text !== undefined && text !== null) { node.textContent = text; }
-    return node;
-  }
-
-  function api(method, path, body) {
-    var headers = { "Accept": "application/json", "X-CSRFToken": csrfToken() };
-    if (body !== undefined) { headers["Content-Type"] = "application/json"; }
-    return fetch(API + path, {
-      method: method, credentials: "same-origin", headers: headers,
-      body: body === undefined ? undefined : JSON.stringify(body)
-    }).then(function (response) {
-      return response.text().then(function (raw) {
-        var data = null;
-        try { data = raw ? JSON.parse(raw) : null; } catch (e) { data = null; }
-        if (!response.ok) {
-          var error = new Error((data && data.message) || response.statusText || "request failed");
-          error.code = (data && data.code) || "HTTP_" + response.status;
-          error.status = response.status;
-          error.retryable = !!(data && data.retryable);
-          throw error;
-        }
-        return data;
-      });
-    });
-  }
-
-  function listOf(data) {
-    if (Array.isArray(data)) { return data; }
-    return (data && (data.results || data.items)) || [];
-  }
-
-  function errorText(error) {
-    return ERROR_TEXT[error.code] || ((error.message || "Something went wrong") + " (" + (error.code || "ERROR") + ")");
-  }
+  var el = window.AP.el, listOf = window.AP.listOf, errorText = window.AP.errorText;
+  var api = window.AP.client(API);
 
   function scrollDown() { els.messages.scrollTop = els.messages.scrollHeight; }
 
@@ -157,8 +101,24 @@
 
   function closeStreams() {
     Object.keys(state.streams).forEach(function (runId) { state.streams[runId].close(); });
+    Object.keys(state.turns).forEach(function (runId) { state.turns[runId].dispose(); });
     state.streams = {};
     state.turns = {};
+  }
+
+  /* What a Turn may use of this page. */
+  var host = {
+    container: els.messages,
+    api: api,
+    tokens: state.tokens,
+    register: function (runId, turn) { state.turns[runId] = turn; },
+    follow: function (turn) { ensureFollowing(turn); },
+    scrollDown: function () { scrollDown(); }
+  };
+
+  function newTurn(runId) {
+    els.empty.hidden = true;
+    return new window.AP.Turn(host, runId);
   }
 
   function clearMessages() {
@@ -184,7 +144,7 @@
       var run = data.latest_run;
       state.latestRunId = run ? run.id : null;
       if (run && (run.status === "AWAITING_CONFIRMATION" || run.status === "RUNNING")) {
-        follow(run.id, new Turn(run.id));
+        follow(run.id, newTurn(run.id));
       }
       scrollDown();
     }).catch(function (error) {
@@ -217,251 +177,6 @@
     row.appendChild(el("div", "bubble answer", text));
     els.messages.appendChild(row);
   }
-
-  /* One assistant turn on screen: tool steps, confirmation cards, streamed text, final answer. */
-  function Turn(runId) {
-    this.runId = runId || null;
-    this.lastSeq = 0;
-    this.row = el("div", "msg msg-assistant turn");
-    this.row.setAttribute("data-testid", "turn");
-    this.bubble = el("div", "bubble");
-    this.steps = el("ul", "steps");
-    this.cards = el("div", "cards");
-    this.notes = el("div", "notes");
-    this.draft = el("div", "answer streaming");
-    this.status = el("div", "turn-status", "Thinking… / 思考中");
-    this.bubble.appendChild(this.steps);
-    this.bubble.appendChild(this.cards);
-    this.bubble.appendChild(this.notes);
-    this.bubble.appendChild(this.draft);
-    this.bubble.appendChild(this.status);
-    this.row.appendChild(this.bubble);
-    this.stepRows = {};
-    this.cardsById = {};
-    els.empty.hidden = true;
-    els.messages.appendChild(this.row);
-    if (runId) { state.turns[runId] = this; }
-    scrollDown();
-  }
-
-  Turn.prototype.setRun = function (runId) {
-    this.runId = runId;
-    state.turns[runId] = this;
-  };
-
-  Turn.prototype.setStatus = function (text, kind) {
-    this.status.textContent = text || "";
-    this.status.className = "turn-status" + (kind ? " " + kind : "");
-    this.status.hidden = !text;
-  };
-
-  Turn.prototype.freezeDraft = function () {
-    if (this.draft.textContent) {
-      this.notes.appendChild(el("p", "note", this.draft.textContent));
-      this.draft.textContent = "";
-    }
-  };
-
-  Turn.prototype.step = function (callId, tool) {
-    var row = this.stepRows[callId];
-    if (!row) {
-      row = el("li", "step running");
-      row.setAttribute("data-tool-call-id", callId);
-      row.appendChild(el("span", "step-icon", ""));
-      row.appendChild(el("span", "step-name", TOOL_LABELS[tool] || tool));
-      row.appendChild(el("span", "step-state", ""));
-      this.steps.appendChild(row);
-      this.stepRows[callId] = row;
-    }
-    return row;
-  };
-
-  Turn.prototype.stepState = function (callId, tool, kind, text) {
-    var row = this.step(callId, tool);
-    row.className = "step " + kind;
-    row.querySelector(".step-state").textContent = text;
-  };
-
-  Turn.prototype.handle = function (type, payload, seq) {
-    if (seq && seq <= this.lastSeq) { return; }  // already shown (replay after a reconnect)
-    if (seq) { this.lastSeq = seq; }
-    switch (type) {
-      case "MODEL_TEXT":
-        this.draft.textContent += payload.text || "";
-        this.setStatus("Writing… / 生成中");
-        break;
-      case "TOOL_CALL_STARTED":
-        this.freezeDraft();
-        this.stepState(payload.tool_call_id, payload.tool, "running", "running… / 执行中");
-        this.setStatus("Running " + payload.tool + "… / 执行工具");
-        break;
-      case "CONFIRMATION_REQUIRED":
-        this.stepState(payload.tool_call_id, payload.tool, "waiting",
-          payload.needs === "approvers" ? "waiting for approvers / 等待审批" : "needs your confirmation / 待确认");
-        this.card(payload);
-        this.setStatus(payload.needs === "approvers"
-          ? "Waiting for approvers… / 等待审批人" : "Waiting for your confirmation… / 等待您的确认", "waiting");
-        break;
-      case "TOOL_EXECUTION_COMPLETED":
-        this.stepState(payload.tool_call_id, payload.tool, payload.success ? "ok" : "failed",
-          payload.success ? "done / 完成" : (payload.code || "failed"));
-        var card = this.cardsById[payload.tool_call_id];
-        if (card) { card.settle(payload.success, payload.code); }
-        this.setStatus("Thinking… / 思考中");
-        break;
-      case "FINAL_TEXT":
-        this.draft.textContent = payload.text || "";
-        this.draft.classList.remove("streaming");
-        this.draft.classList.add("final");
-        this.draft.setAttribute("data-testid", "final-answer");
-        this.setStatus("");
-        break;
-      case "ERROR":
-        this.freezeDraft();
-        this.bubble.appendChild(el("div", "turn-error", (payload.message || "error") + " (" + payload.code + ")"));
-        this.setStatus("");
-        break;
-      case "DONE":
-        this.done = true;
-        this.draft.classList.remove("streaming");
-        if (payload.status === "FAILED") { this.row.classList.add("failed"); }
-        this.setStatus("");
-        break;
-    }
-    scrollDown();
-  };
-
-  Turn.prototype.card = function (p) {
-    var existing = this.cardsById[p.tool_call_id];
-    if (existing && existing.confirmationId === p.confirmation_id) { return existing; }
-    var card = new Card(this, p);
-    this.cardsById[p.tool_call_id] = card;
-    this.cards.appendChild(card.node);
-    return card;
-  };
-
-  // -- confirmation cards ----------------------------------------------------------------------
-
-  function Card(turn, p) {
-    var self = this;
-    this.turn = turn;
-    this.confirmationId = p.confirmation_id;
-    this.needs = p.needs;
-    this.quorum = p.quorum || 1;
-    this.node = el("div", "confirm-card risk-" + String(p.risk || "").toLowerCase());
-    this.node.setAttribute("data-confirmation-id", p.confirmation_id);
-    this.node.setAttribute("data-testid", "confirmation-card");
-    var head = el("div", "card-head");
-    head.appendChild(el("span", "badge badge-risk risk-" + String(p.risk || "").toLowerCase(), RISK_LABELS[p.risk] || p.risk));
-    head.appendChild(el("span", "card-tool", TOOL_LABELS[p.tool] || p.tool));
-    var countdown = el("span", "countdown", "");
-    countdown.setAttribute("data-expires-at", p.expires_at);
-    head.appendChild(countdown);
-    this.node.appendChild(head);
-    this.node.appendChild(el("p", "card-summary", p.summary));
-    this.statusLine = el("p", "card-status", "");
-    this.actions = el("div", "card-actions");
-    if (p.needs === "requester") {
-      this.confirmButton = el("button", "btn btn-approve", "Confirm / 确认");
-      this.confirmButton.type = "button";
-      this.confirmButton.setAttribute("data-testid", "confirm");
-      this.cancelButton = el("button", "btn btn-ghost", "Cancel / 取消");
-      this.cancelButton.type = "button";
-      this.cancelButton.setAttribute("data-testid", "cancel");
-      this.confirmButton.addEventListener("click", function () { self.decide("confirm"); });
-      this.cancelButton.addEventListener("click", function () { self.decide("cancel"); });
-      this.actions.appendChild(this.confirmButton);
-      this.actions.appendChild(this.cancelButton);
-      this.statusLine.textContent = "Only you can confirm this call. / 仅您本人可以确认。";
-    } else {
-      this.approvals = el("span", "approvals-count", "0 / " + this.quorum);
-      this.approvals.setAttribute("data-testid", "approvals-count");
-      this.statusLine.appendChild(document.createTextNode("Waiting for approvers / 等待审批人: "));
-      this.statusLine.appendChild(this.approvals);
-      this.statusLine.appendChild(document.createTextNode(" approved"));
-      this.poll = setInterval(function () { self.refreshApprovals(); }, 4000);
-      this.refreshApprovals();
-    }
-    this.node.appendChild(this.statusLine);
-    this.node.appendChild(this.actions);
-    window.APCountdown && window.APCountdown.tick();
-  }
-
-  Card.prototype.setStatus = function (text, kind) {
-    this.statusLine.textContent = text;
-    this.statusLine.className = "card-status" + (kind ? " " + kind : "");
-  };
-
-  Card.prototype.resolve = function (text, kind) {
-    if (this.poll) { clearInterval(this.poll); this.poll = null; }
-    this.node.classList.add("resolved");
-    if (kind) { this.node.classList.add(kind); }
-    this.actions.textContent = "";
-    var countdown = this.node.querySelector(".countdown");
-    if (countdown) { countdown.remove(); }
-    this.setStatus(text, kind);
-  };
-
-  Card.prototype.settle = function (success, code) {
-    this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
-    if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
-    else if (code === "REJECTED") {
-      this.resolve(this.needs === "requester" ? "Cancelled — nothing was done. / 已取消，未执行。"
-        : "Rejected by an approver — nothing was done. / 审批人已拒绝，未执行。", "failed");
-    }
-    else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
-    else { this.resolve("Not done: " + code + " / 未执行", "failed"); }
-  };
-
-  Card.prototype.token = function () {
-    var known = state.tokens[this.confirmationId];
-    if (known) { return Promise.resolve(known); }
-    // The token from the chat response is not on this page (reload, or a worker minted it).
-    return api("POST", "confirmations/" + encodeURIComponent(this.confirmationId) + "/token/", {})
-      .then(function (data) { return data.token; });
-  };
-
-  Card.prototype.decide = function (action) {
-    var self = this;
-    this.confirmButton.disabled = this.cancelButton.disabled = true;
-    this.setStatus(action === "confirm" ? "Confirming… / 确认中" : "Cancelling… / 取消中");
-    this.token().then(function (token) {
-      return api("POST", "confirmations/" + action + "/", { token: token });
-    }).then(function () {
-      delete state.tokens[self.confirmationId];
-      // With eager Celery the resumed run's events may already be on screen (settled card).
-      if (!self.settled) {
-        if (action === "confirm") {
-          self.resolve("Confirmed — running… / 已确认，执行中", "ok");
-          self.turn.setStatus("Running… / 执行中");
-        } else {
-          self.resolve("Cancelled — nothing will run. / 已取消，不会执行。", "failed");
-        }
-      }
-      ensureFollowing(self.turn);
-    }).catch(function (error) {
-      delete state.tokens[self.confirmationId];
-      if (error.code === "ALREADY_DECIDED" || error.code === "CONFIRMATION_EXPIRED") {
-        if (!self.settled) { self.resolve(errorText(error), "failed"); }
-        ensureFollowing(self.turn);
-      } else {
-        self.setStatus(errorText(error), "failed");
-        self.confirmButton.disabled = self.cancelButton.disabled = false;
-      }
-    });
-  };
-
-  Card.prototype.refreshApprovals = function () {
-    var self = this;
-    if (!this.turn.runId) { return; }
-    api("GET", "runs/" + encodeURIComponent(this.turn.runId) + "/").then(function (run) {
-      var pending = listOf(run && run.pending).filter(function (p) {
-        return p.confirmation_id === self.confirmationId;
-      })[0];
-      var count = pending && (pending.approvals !== undefined ? pending.approvals : pending.approvals_count);
-      if (typeof count === "number") { self.approvals.textContent = count + " / " + (pending.quorum || self.quorum); }
-    }).catch(function () { /* the count is a convenience; the stream carries the outcome */ });
-  };
 
   // -- following a run -----------------------------------------------------------------------
 
@@ -536,7 +251,7 @@
     if (state.sending || !text.trim()) { return; }
     setSending(true);
     addUserMessage(text);
-    var turn = new Turn(null);
+    var turn = newTurn(null);
     els.input.value = "";
     ensureConversation(text).then(function (conversationId) {
       var known = state.latestRunId;
@@ -547,20 +262,22 @@
         if (!discovering) { return; }
         api("GET", "conversations/" + encodeURIComponent(conversationId) + "/").then(function (c) {
           var run = c.latest_run;
-          if (!discovering) { return; }
+          if (!discovering || state.conversationId !== conversationId) { return; }
           if (run && run.id !== known && !turn.runId) { follow(run.id, turn); }
           else if (!turn.runId) { setTimeout(discover, 400); }
         }).catch(function () { if (discovering) { setTimeout(discover, 1000); } });
       })();
       return api("POST", "chat/", { conversation_id: conversationId, message: text }).then(function (data) {
         discovering = false;
-        state.latestRunId = data.run_id;
         listOf(data.pending).forEach(function (p) { if (p.token) { state.tokens[p.confirmation_id] = p.token; } });
+        if (state.conversationId !== conversationId) { return; }  // the person opened another one
+        state.latestRunId = data.run_id;
         if (turn.runId && turn.runId !== data.run_id) {
           // The newest run was someone else's request (another tab): show ours instead.
           if (state.streams[turn.runId]) { state.streams[turn.runId].close(); delete state.streams[turn.runId]; }
           delete state.turns[turn.runId];
-          var ours = new Turn(null);
+          turn.dispose();
+          var ours = newTurn(null);
           turn.row.remove();
           turn = ours;
         }
@@ -568,7 +285,9 @@
       }, function (error) { discovering = false; throw error; });
     }).catch(function (error) {
       turn.setStatus("", "");
-      turn.bubble.appendChild(el("div", "turn-error", errorText(error)));
+      if (!turn.bubble.querySelector(".turn-error")) {  // the run's own ERROR event may have said it
+        turn.bubble.appendChild(el("div", "turn-error", errorText(error)));
+      }
       turn.row.classList.add("failed");
     }).then(function () {
       setSending(false);

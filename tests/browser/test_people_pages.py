@@ -151,7 +151,14 @@ def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_of
     tenant = requester.tenant
     cancel = Tool.objects.get(name="cancel_order")
     dave = open_person("admin")
-    dave.sign_in(acme_admin.username, DEMO_PASSWORD, next_path=f"/admin/tenancy/tenant/{tenant.pk}/change/")
+    dave.sign_in(acme_admin.username, DEMO_PASSWORD, next_path=f"/admin/tools/tool/{cancel.pk}/change/")
+    expect(dave.page.locator(".readonly").first).to_be_visible()
+    dave.shot("0-tool")
+    dave.page.click("text=Object permissions")
+    expect(dave.page.locator("body")).to_contain_text("acme-approvers")  # group holding approve_tool
+    dave.shot("0-tool-object-permissions")
+
+    dave.goto(f"/admin/tenancy/tenant/{tenant.pk}/change/")
     expect(dave.page.locator("#tool_policies-group")).to_be_visible()
     rows = TenantToolPolicy.objects.filter(tenant=tenant).count()
     index = next(i for i in range(rows)

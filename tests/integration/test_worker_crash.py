@@ -84,8 +84,8 @@ def test_resume_outliving_the_visibility_timeout_is_redelivered_and_executes_onc
     markers = tmp_path / "markers"
     markers.mkdir()
     # given: a worker whose broker redelivers unacknowledged messages after 2 s (swept every second),
-    # and whose cancellation takes 6 s
-    worker = start_worker(env=slow_worker_env(markers, 6, CELERY_VISIBILITY_TIMEOUT="2",
+    # and whose cancellation takes 8 s
+    worker = start_worker(env=slow_worker_env(markers, 8, CELERY_VISIBILITY_TIMEOUT="2",
                                               CELERY_UNACKED_RESTORE_INTERVAL="1",
                                               CELERY_UNACKED_RESTORE_THROTTLE="1"))
 

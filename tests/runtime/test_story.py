@@ -48,3 +48,15 @@ def test_no_permission_is_an_error_for_the_caller_not_prose(nobody):
     run = Run.objects.get(user=nobody)
     assert run.status == Run.Status.FAILED and run.error_code == "PERMISSION_DENIED"
     assert Order.objects.get(tenant=nobody.tenant, order_id=ORDER).status == Order.Status.PAID
+
+
+def test_a_token_pasted_into_a_message_never_reaches_the_model_or_memory(requester):
+    from agentplatform.runtime.models import Message
+
+    outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because no longer needed")
+    token = outcome.pending[0].token
+    services.chat_send(user=requester, message=f"my token is {token}, list orders",
+                       conversation_id=outcome.run.conversation_id)
+    stored = list(Message.objects.filter(conversation_id=outcome.run.conversation_id).values_list("content", flat=True))
+    assert not any(token in text for text in stored)
+    assert any("[redacted token]" in text for text in stored)

@@ -8,23 +8,27 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from agentplatform.runtime import services as runtime
-from agentplatform.runtime.models import Conversation, Run
+from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.models import User
-from approvals.models import ConfirmationRequest
+from approvals import services as approvals
+from approvals.models import Approval, ConfirmationRequest
 from audit.models import AuditEvent
 from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
 from tools.selectors import offered_tools
 
-READ_ONLY = [AuditEvent, ConfirmationRequest, IdempotencyRecord, Conversation, Run]
+READ_ONLY = [AuditEvent, ConfirmationRequest, Approval, IdempotencyRecord, Conversation, Run, RunEvent]
 
 
 @pytest.fixture
-def evidence(requester):
-    """A run that cancelled an order: audit rows, a consumed confirmation, an idempotency record."""
+def evidence(requester, approver1):
+    """A run that cancelled an order (audit rows, a consumed confirmation, an idempotency record)
+    and a refund with one approval so far."""
     outcome = runtime.chat_send(user=requester, message="cancel A202607290001 because no longer needed")
     runtime.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
                       confirmation_token=outcome.pending[0].token)
-    assert IdempotencyRecord.objects.exists() and AuditEvent.objects.exists()
+    refund = runtime.chat_send(user=requester, message="refund A202607290003 amount 5 because damaged")
+    approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=approver1)
+    assert IdempotencyRecord.objects.exists() and AuditEvent.objects.exists() and Approval.objects.exists()
     return outcome.run
 
 
@@ -49,7 +53,7 @@ def test_evidence_is_viewable_but_never_added_changed_or_deleted(client, acme_ad
 
 def test_confirmation_admin_shows_masked_arguments_not_the_token_digest(client, acme_admin, evidence):
     client.force_login(acme_admin)
-    request = ConfirmationRequest.objects.get()
+    request = ConfirmationRequest.objects.get(tool_name="cancel_order")
 
     html = client.get(_url(ConfirmationRequest, "change", request.pk)).content.decode()
 

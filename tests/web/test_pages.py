@@ -28,7 +28,7 @@ def test_chat_page_is_a_shell_for_the_api_with_local_assets_only(client, request
     assert 'data-api="/api/v1/"' in html
     assert 'data-conversation-id="3c1d2a39-6a5e-4a4b-9f43-3c7a3b8b9e10"' in html
     assert '<meta name="csrf-token" content="' in html and "csrftoken" in response.cookies
-    for asset in ("css/app.css", "js/chat.js", "js/countdown.js", "img/logo.svg"):
+    for asset in ("css/app.css", "js/api.js", "js/turn.js", "js/chat.js", "js/countdown.js", "img/logo.svg"):
         assert f"/static/{asset}" in html
         assert finders.find(asset), asset
     assert "http://" not in html and "https://" not in html  # no CDN, no external font

@@ -1,0 +1,276 @@
+/* One assistant turn of the chat page, drawn from its run's events: tool steps as they start and
+ * complete, a confirmation card per gated call (risk, summary, expiry countdown, Confirm / Cancel
+ * for the requester or the approvals so far), the streamed text and the final answer.
+ * Exposes AP.Turn(host, runId); `host` is what the page lends a turn:
+ *   {container, api, tokens (confirmation_id -> token), register(runId, turn), follow(turn), scrollDown()}.
+ */
+(function () {
+  "use strict";
+
+  var el = window.AP.el, listOf = window.AP.listOf, errorText = window.AP.errorText;
+
+  var TOOL_LABELS = {
+    query_inventory: "Inventory lookup / 库存查询",
+    list_orders: "List orders / 订单列表",
+    cancel_order: "Cancel order / 取消订单",
+    refund_order: "Refund / 退款"
+  };
+  var RISK_LABELS = { LOW: "LOW 低", MEDIUM: "MEDIUM 中", HIGH: "HIGH 高", CRITICAL: "CRITICAL 极高" };
+
+  /* One assistant turn on screen: tool steps, confirmation cards, streamed text, final answer. */
+  function Turn(host, runId) {
+    this.host = host;
+    this.runId = runId || null;
+    this.lastSeq = 0;
+    this.row = el("div", "msg msg-assistant turn");
+    this.row.setAttribute("data-testid", "turn");
+    this.bubble = el("div", "bubble");
+    this.steps = el("ul", "steps");
+    this.cards = el("div", "cards");
+    this.notes = el("div", "notes");
+    this.draft = el("div", "answer streaming");
+    this.status = el("div", "turn-status", "Thinking… / 思考中");
+    this.bubble.appendChild(this.steps);
+    this.bubble.appendChild(this.cards);
+    this.bubble.appendChild(this.notes);
+    this.bubble.appendChild(this.draft);
+    this.bubble.appendChild(this.status);
+    this.row.appendChild(this.bubble);
+    this.stepRows = {};
+    this.cardsById = {};
+    host.container.appendChild(this.row);
+    if (runId) { host.register(runId, this); }
+    host.scrollDown();
+  }
+
+  Turn.prototype.setRun = function (runId) {
+    this.runId = runId;
+    this.host.register(runId, this);
+  };
+
+  /* Stop the timers of this turn's cards (the turn left the screen). */
+  Turn.prototype.dispose = function () {
+    var cards = this.cardsById;
+    Object.keys(cards).forEach(function (id) { cards[id].stopPolling(); });
+  };
+
+  Turn.prototype.setStatus = function (text, kind) {
+    this.status.textContent = text || "";
+    this.status.className = "turn-status" + (kind ? " " + kind : "");
+    this.status.hidden = !text;
+  };
+
+  Turn.prototype.freezeDraft = function () {
+    if (this.draft.textContent) {
+      this.notes.appendChild(el("p", "note", this.draft.textContent));
+      this.draft.textContent = "";
+    }
+  };
+
+  Turn.prototype.step = function (callId, tool) {
+    var row = this.stepRows[callId];
+    if (!row) {
+      row = el("li", "step running");
+      row.setAttribute("data-tool-call-id", callId);
+      row.appendChild(el("span", "step-icon", ""));
+      row.appendChild(el("span", "step-name", TOOL_LABELS[tool] || tool));
+      row.appendChild(el("span", "step-state", ""));
+      this.steps.appendChild(row);
+      this.stepRows[callId] = row;
+    }
+    return row;
+  };
+
+  Turn.prototype.stepState = function (callId, tool, kind, text) {
+    var row = this.step(callId, tool);
+    row.className = "step " + kind;
+    row.querySelector(".step-state").textContent = text;
+  };
+
+  Turn.prototype.handle = function (type, payload, seq) {
+    if (seq && seq <= this.lastSeq) { return; }  // already shown (replay after a reconnect)
+    if (seq) { this.lastSeq = seq; }
+    switch (type) {
+      case "MODEL_TEXT":
+        this.draft.textContent += payload.text || "";
+        this.setStatus("Writing… / 生成中");
+        break;
+      case "TOOL_CALL_STARTED":
+        this.freezeDraft();
+        this.stepState(payload.tool_call_id, payload.tool, "running", "running… / 执行中");
+        this.setStatus("Running " + payload.tool + "… / 执行工具");
+        break;
+      case "CONFIRMATION_REQUIRED":
+        this.stepState(payload.tool_call_id, payload.tool, "waiting",
+          payload.needs === "approvers" ? "waiting for approvers / 等待审批" : "needs your confirmation / 待确认");
+        this.card(payload);
+        this.setStatus(payload.needs === "approvers"
+          ? "Waiting for approvers… / 等待审批人" : "Waiting for your confirmation… / 等待您的确认", "waiting");
+        break;
+      case "TOOL_EXECUTION_COMPLETED":
+        this.stepState(payload.tool_call_id, payload.tool, payload.success ? "ok" : "failed",
+          payload.success ? "done / 完成" : (payload.code || "failed"));
+        var card = this.cardsById[payload.tool_call_id];
+        if (card) { card.settle(payload.success, payload.code); }
+        this.setStatus("Thinking… / 思考中");
+        break;
+      case "FINAL_TEXT":
+        this.draft.textContent = payload.text || "";
+        this.draft.classList.remove("streaming");
+        this.draft.classList.add("final");
+        this.draft.setAttribute("data-testid", "final-answer");
+        this.setStatus("");
+        break;
+      case "ERROR":
+        this.freezeDraft();
+        this.bubble.appendChild(el("div", "turn-error", (payload.message || "error") + " (" + payload.code + ")"));
+        this.setStatus("");
+        break;
+      case "DONE":
+        this.done = true;
+        this.draft.classList.remove("streaming");
+        if (payload.status === "FAILED") { this.row.classList.add("failed"); }
+        this.setStatus("");
+        break;
+    }
+    this.host.scrollDown();
+  };
+
+  Turn.prototype.card = function (p) {
+    var existing = this.cardsById[p.tool_call_id];
+    if (existing && existing.confirmationId === p.confirmation_id) { return existing; }
+    var card = new Card(this, p);
+    this.cardsById[p.tool_call_id] = card;
+    this.cards.appendChild(card.node);
+    return card;
+  };
+
+  // -- confirmation cards ----------------------------------------------------------------------
+
+  function Card(turn, p) {
+    var self = this;
+    this.turn = turn;
+    this.confirmationId = p.confirmation_id;
+    this.needs = p.needs;
+    this.quorum = p.quorum || 1;
+    this.node = el("div", "confirm-card risk-" + String(p.risk || "").toLowerCase());
+    this.node.setAttribute("data-confirmation-id", p.confirmation_id);
+    this.node.setAttribute("data-testid", "confirmation-card");
+    var head = el("div", "card-head");
+    head.appendChild(el("span", "badge badge-risk risk-" + String(p.risk || "").toLowerCase(), RISK_LABELS[p.risk] || p.risk));
+    head.appendChild(el("span", "card-tool", TOOL_LABELS[p.tool] || p.tool));
+    var countdown = el("span", "countdown", "");
+    countdown.setAttribute("data-expires-at", p.expires_at);
+    head.appendChild(countdown);
+    this.node.appendChild(head);
+    this.node.appendChild(el("p", "card-summary", p.summary));
+    this.statusLine = el("p", "card-status", "");
+    this.actions = el("div", "card-actions");
+    if (p.needs === "requester") {
+      this.confirmButton = el("button", "btn btn-approve", "Confirm / 确认");
+      this.confirmButton.type = "button";
+      this.confirmButton.setAttribute("data-testid", "confirm");
+      this.cancelButton = el("button", "btn btn-ghost", "Cancel / 取消");
+      this.cancelButton.type = "button";
+      this.cancelButton.setAttribute("data-testid", "cancel");
+      this.confirmButton.addEventListener("click", function () { self.decide("confirm"); });
+      this.cancelButton.addEventListener("click", function () { self.decide("cancel"); });
+      this.actions.appendChild(this.confirmButton);
+      this.actions.appendChild(this.cancelButton);
+      this.statusLine.textContent = "Only you can confirm this call. / 仅您本人可以确认。";
+    } else {
+      this.approvals = el("span", "approvals-count", "0 / " + this.quorum);
+      this.approvals.setAttribute("data-testid", "approvals-count");
+      this.statusLine.appendChild(document.createTextNode("Waiting for approvers / 等待审批人: "));
+      this.statusLine.appendChild(this.approvals);
+      this.statusLine.appendChild(document.createTextNode(" approved"));
+      this.poll = setInterval(function () { self.refreshApprovals(); }, 4000);
+      this.refreshApprovals();
+    }
+    this.node.appendChild(this.statusLine);
+    this.node.appendChild(this.actions);
+    window.APCountdown && window.APCountdown.tick();
+  }
+
+  Card.prototype.setStatus = function (text, kind) {
+    this.statusLine.textContent = text;
+    this.statusLine.className = "card-status" + (kind ? " " + kind : "");
+  };
+
+  Card.prototype.stopPolling = function () {
+    if (this.poll) { clearInterval(this.poll); this.poll = null; }
+  };
+
+  Card.prototype.resolve = function (text, kind) {
+    this.stopPolling();
+    this.node.classList.add("resolved");
+    if (kind) { this.node.classList.add(kind); }
+    this.actions.textContent = "";
+    var countdown = this.node.querySelector(".countdown");
+    if (countdown) { countdown.remove(); }
+    this.setStatus(text, kind);
+  };
+
+  Card.prototype.settle = function (success, code) {
+    this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
+    if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
+    else if (code === "REJECTED") {
+      this.resolve(this.needs === "requester" ? "Cancelled — nothing was done. / 已取消，未执行。"
+        : "Rejected by an approver — nothing was done. / 审批人已拒绝，未执行。", "failed");
+    }
+    else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
+    else { this.resolve("Not done: " + code + " / 未执行", "failed"); }
+  };
+
+  Card.prototype.token = function () {
+    var known = this.turn.host.tokens[this.confirmationId];
+    if (known) { return Promise.resolve(known); }
+    // The token from the chat response is not on this page (reload, or a worker minted it).
+    return this.turn.host.api("POST", "confirmations/" + encodeURIComponent(this.confirmationId) + "/token/", {})
+      .then(function (data) { return data.token; });
+  };
+
+  Card.prototype.decide = function (action) {
+    var self = this, host = this.turn.host;
+    this.confirmButton.disabled = this.cancelButton.disabled = true;
+    this.setStatus(action === "confirm" ? "Confirming… / 确认中" : "Cancelling… / 取消中");
+    this.token().then(function (token) {
+      return host.api("POST", "confirmations/" + action + "/", { token: token });
+    }).then(function () {
+      delete host.tokens[self.confirmationId];
+      // With eager Celery the resumed run's events may already be on screen (settled card).
+      if (!self.settled) {
+        if (action === "confirm") {
+          self.resolve("Confirmed — running… / 已确认，执行中", "ok");
+          self.turn.setStatus("Running… / 执行中");
+        } else {
+          self.resolve("Cancelled — nothing will run. / 已取消，不会执行。", "failed");
+        }
+      }
+      host.follow(self.turn);
+    }).catch(function (error) {
+      delete host.tokens[self.confirmationId];
+      if (error.code === "ALREADY_DECIDED" || error.code === "CONFIRMATION_EXPIRED") {
+        if (!self.settled) { self.resolve(errorText(error), "failed"); }
+        host.follow(self.turn);
+      } else {
+        self.setStatus(errorText(error), "failed");
+        self.confirmButton.disabled = self.cancelButton.disabled = false;
+      }
+    });
+  };
+
+  Card.prototype.refreshApprovals = function () {
+    var self = this;
+    if (!this.turn.runId) { return; }
+    this.turn.host.api("GET", "runs/" + encodeURIComponent(this.turn.runId) + "/").then(function (run) {
+      var pending = listOf(run && run.pending).filter(function (p) {
+        return p.confirmation_id === self.confirmationId;
+      })[0];
+      var count = pending && (pending.approvals !== undefined ? pending.approvals : pending.approvals_count);
+      if (typeof count === "number") { self.approvals.textContent = count + " / " + (pending.quorum || self.quorum); }
+    }).catch(function () { /* the count is a convenience; the stream carries the outcome */ });
+  };
+
+  window.AP.Turn = Turn;
+})();
