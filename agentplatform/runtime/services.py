@@ -56,8 +56,8 @@ def chat_send(
         raise InvalidInput("message must be a non-blank string")
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
-    return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation, request_id=request_id,
-                          listener=listener)
+    return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
+                          request_id=request_id, listener=listener)
 
 
 def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:

@@ -12,22 +12,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.db.backends.signals import connection_created
-from django.dispatch import receiver
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 
-@receiver(connection_created)
-def _sqlite_memory_readers_do_not_lock(sender, connection, **kwargs) -> None:
-    """On SQLite the test database lives in one shared-cache memory database, where a reader meets
-    a table another thread is writing with an immediate SQLITE_LOCKED ("database table is locked";
-    no busy timeout applies). The live server reads (event stream, page polls) while requests
-    write, so let readers read uncommitted rows there. A file database, and PostgreSQL, are
-    untouched."""
+def _read_uncommitted(sender=None, connection=None, **kwargs) -> None:
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA read_uncommitted = 1")
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_memory_readers_do_not_lock(transactional_db) -> Iterator[None]:
+    """On SQLite the test database is one shared-cache memory database, where a reader meets a
+    table another thread is writing with an immediate SQLITE_LOCKED ("database table is locked";
+    no busy timeout applies). The live server reads (event stream, page polls) while requests
+    write, so during browser tests readers may read uncommitted rows there. A file database and
+    PostgreSQL are untouched."""
+    _read_uncommitted(connection=connections["default"])
+    connection_created.connect(_read_uncommitted, dispatch_uid="browser-read-uncommitted")
+    yield
+    connection_created.disconnect(dispatch_uid="browser-read-uncommitted")
+
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
