@@ -20,7 +20,7 @@ test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip w
 	$(BIN)/python -m pytest -q -rs
 
 serve: $(STAMP)  ## the web UI and API on http://127.0.0.1:8000 (after `make demo`)
-	$(BIN)/python manage.py runserver --insecure 127.0.0.1:8000  # --insecure: serve /static/ with DEBUG off
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
 	$(BIN)/python manage.py chat --user $(or $(USER_NAME),acme-requester)
