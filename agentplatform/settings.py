@@ -7,6 +7,7 @@ With nothing set: SQLite file database, eager Celery, the offline model.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -108,6 +109,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # Without `collectstatic`, whitenoise finds files where Django's finders do (dev and demo).
 WHITENOISE_USE_FINDERS = True
+# STATIC_ROOT exists only after `collectstatic`; until then whitenoise's "No directory" warning is noise.
+warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGGING = {
