@@ -218,7 +218,7 @@ def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool)
 
 
 _FAILURES = {
-    "REJECTED": ("{action} was declined by a human; nothing was done.", "{action}已被人工拒绝，未执行任何操作。"),
+    "REJECTED": ("{action} was rejected by a human; nothing was done.", "{action}已被人工拒绝，未执行任何操作。"),
     "CONFIRMATION_EXPIRED": ("the confirmation for {action} expired; nothing was done.",
                              "{action}的确认已过期，未执行任何操作。"),
     "CONFIRMATION_REQUIRED": ("{action} needs confirmation before it runs: {message}", "{action}需要确认后才能执行：{message}"),

@@ -122,7 +122,7 @@ def test_rejection_expiry_and_refund_answers():
     refunded = _answer("refund A202607290001 amount 12.50",
                        [_result(True, "OK", "OK", {"order_id": "A202607290001", "refund_id": "7", "amount": "12.50"})])
 
-    assert "declined by a human" in rejected and "nothing was done" in rejected
+    assert "rejected by a human" in rejected and "nothing was done" in rejected
     assert "confirmation" in expired and "expired; nothing was done" in expired
     assert "Refunded 12.50 for order A202607290001 (refund id 7)." == refunded
 
