@@ -110,7 +110,7 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # Without `collectstatic`, whitenoise finds files where Django's finders do (dev and demo).
 WHITENOISE_USE_FINDERS = True
 # STATIC_ROOT exists only after `collectstatic`; until then whitenoise's "No directory" warning is noise.
-warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
+warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGGING = {
