@@ -52,10 +52,13 @@ class Worker:
                 break
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"the Celery worker did not start; its log:\n{self.log.read_text(errors='replace')[-4000:]}")
+        log = self.log.read_text(errors="replace")[-4000:]
+        self.log.unlink(missing_ok=True)
+        raise RuntimeError(f"the Celery worker did not start; its log:\n{log}")
 
     def __exit__(self, *exc) -> None:
         self.stop()
+        self.log.unlink(missing_ok=True)
 
     def stop(self) -> None:
         """Warm shutdown (SIGTERM); the worker's process group is killed if it is still up after 30 s."""
@@ -67,7 +70,6 @@ class Worker:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
-        self.log.unlink(missing_ok=True)
 
 
 def purge(broker_url: str) -> int:

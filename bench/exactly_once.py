@@ -121,7 +121,9 @@ def race_consume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter
     def attempt(call) -> str:
         result = _data.consume(user=thread_user(user.pk), conversation_id=conversation.id, call=call)
         # An idempotent replay returns the stored result: the audit tally tells it from the execution.
-        return f"{'ok' if result.success else 'refused'} {result.code}"
+        if result.success:
+            return f"ok {result.code} (the execution, or a replay of its stored result: see the audit rows)"
+        return f"refused {result.code}"
 
     return (*race(calls, consumers, attempt), [conversation.pk])
 

@@ -99,6 +99,8 @@ def test_resume_outliving_the_visibility_timeout_is_redelivered_and_executes_onc
     task_id = wait_for(lambda: _redelivered_task_id(worker.log()), timeout=10, message="a redelivery",
                        details=worker.tail)
     assert worker.count(f"runtime.resume_run[{task_id}] received") >= 2, worker.tail()
+    # the worker logs "succeeded" just after the run's last commit: wait for the line, not only the row
+    wait_for(lambda: worker.count("'resumed'") >= 1, message="the resume's log line", details=worker.tail)
     assert worker.count("'resumed'") == 1 and worker.count("'skipped'") >= 1, worker.tail()
     assert run.status == Run.Status.COMPLETED, run.error_message
     assert Cancellation.objects.count() == 1
