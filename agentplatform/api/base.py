@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import ParseError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -19,6 +20,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentplatform.api.errors import PayloadTooLarge
+from agentplatform.errors import DomainError
+
+
+class LengthRequired(DomainError):
+    """A body sent without Content-Length (chunked): its size cannot be bounded up front (HTTP 411)."""
+
+    code = "LENGTH_REQUIRED"
+    http_status = 411
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSONParser, plus: JSON nested deeply enough to exhaust the recursion limit is a 400
+    MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch)."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError("JSON parse error - the document is nested too deeply") from None
 
 
 class ApiView(APIView):
@@ -30,7 +50,7 @@ class ApiView(APIView):
 
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -40,6 +60,9 @@ class ApiView(APIView):
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            # Without a length the size limit cannot be checked before the parser reads the stream.
+            raise LengthRequired("send the body with a Content-Length header, not chunked")
         if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             raise PayloadTooLarge(f"the request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
         super().initial(request, *args, **kwargs)

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -54,6 +55,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(error_body(exc.code, exc.message, exc.retryable), status=exc.http_status)
     if isinstance(exc, ModelUnavailable):
         return Response(error_body(exc.code, "the model is unavailable; try again", True), status=503)
+    if isinstance(exc, OperationalError):
+        # The database refused for now (locked SQLite file, connection lost, statement timeout):
+        # the request changed nothing durable, so the client may retry.
+        return Response(error_body("DATABASE_BUSY", "the database is busy; try again", True), status=503)
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(PayloadTooLarge.code, "the request body is too large"),
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

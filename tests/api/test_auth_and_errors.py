@@ -145,3 +145,40 @@ def test_issue_api_token_refuses_unknown_and_inactive_users(requester):
     with pytest.raises(CommandError, match="inactive"):
         call_command("issue_api_token", "--user", requester.username, stdout=io.StringIO())
     assert not Token.objects.filter(user=requester).exists()
+
+
+def test_deeply_nested_json_is_a_malformed_json_error_not_a_500(requester):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(requester)
+    body = '{"message": "hi", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = client.post("/api/v1/chat/", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "MALFORMED_JSON"
+
+
+def test_a_chunked_body_without_length_is_refused_before_parsing(requester):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(requester)
+    response = client.post("/api/v1/chat/", data='{"message": "hi"}', content_type="application/json",
+                           HTTP_TRANSFER_ENCODING="chunked")
+    assert response.status_code == 411
+    assert response.json()["code"] == "LENGTH_REQUIRED"
+
+
+def test_a_busy_database_is_a_retryable_503(requester, monkeypatch):
+    from django.db import OperationalError
+    from rest_framework.test import APIClient
+
+    def locked(**kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr("agentplatform.api.views.chat.chat_send", locked)
+    client = APIClient()
+    client.force_authenticate(requester)
+    response = client.post("/api/v1/chat/", data={"message": "hi"}, format="json")
+    assert response.status_code == 503
+    assert response.json() == {"code": "DATABASE_BUSY", "message": "the database is busy; try again", "retryable": True}
