@@ -224,6 +224,8 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--profile", action="store_true", help="also print cProfile's top functions")
+    parser.add_argument("--resolve-per-call", action="store_true",
+                        help="query the offered tools on every call (a caller without a run) instead of once per run")
     args = parser.parse_args()
     _common.setup()
 
@@ -235,11 +237,17 @@ def main() -> int:
     try:
         conversation = _data.conversation(user=user, label="governance overhead")
         ctx = _data.tool_context(user=user, conversation_id=conversation.id)
+        if not args.resolve_per_call:
+            from tools.manager import ToolCallingManager
+
+            _, ctx = ToolCallingManager().resolve(ctx)  # once per run, as the agent loop does
         _common.header("Benchmark 1: governance overhead of a LOW tool call", notes=[
             "same process, same database, one run; direct and governed calls interleaved per iteration",
             f"{args.iterations} iterations after {args.warmup} warm-up; tenant acme has "
             f"{_orders_count(user)} orders (one page)",
             "ToolContext built once, as in a run (the user's permission cache is warm after resolve_definitions)",
+            "offered tools queried on every call (--resolve-per-call)" if args.resolve_per_call else
+            "offered tools resolved once per run, as the loop does (--resolve-per-call to query on every call)",
         ])
         scenarios = build_scenarios(user=user, ctx=ctx)
         offset = 0

@@ -25,6 +25,9 @@ class ToolContext:
     offered: frozenset[str] = field(default_factory=frozenset)
     confirmations: dict[str, uuid.UUID] = field(default_factory=dict)
     conversation_excerpt: str = ""
+    # The tools resolved for this run (name -> (ToolSpec, Tool row)), set by ToolCallingManager.resolve;
+    # calls that consume no confirmation resolve against it instead of querying again (DESIGN step 1).
+    offered_tools: Any = field(default=None, compare=False, repr=False)
 
     @property
     def tenant_id(self) -> int:
@@ -35,10 +38,10 @@ class ToolContext:
         return self.user.pk
 
     def with_offered(self, names: frozenset[str]) -> "ToolContext":
-        return _replace(self, offered=names)
+        return _replace(self, offered=names, offered_tools=None)
 
     def with_confirmations(self, confirmations: dict[str, uuid.UUID]) -> "ToolContext":
-        return _replace(self, confirmations=dict(confirmations))
+        return _replace(self, confirmations=dict(confirmations), offered_tools=None)
 
 
 def _replace(ctx: ToolContext, **changes: Any) -> ToolContext:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from django.conf import settings
@@ -162,16 +162,31 @@ class ToolCallingManager:
     """Resolves tool definitions and executes tool calls through the governed pipeline."""
 
     def offered(self, ctx: ToolContext) -> dict[str, tuple[ToolSpec, Tool]]:
-        """name -> (spec, row) of the tools offered to the context's user right now."""
+        """name -> (spec, row) of the tools offered to the context's user.
+
+        The set resolved for this run (`resolve`) when the context carries one; queried afresh when
+        it does not, and always when a confirmation is consumed: permissions, tenant policy and risk
+        are re-checked at consume time, not only when the call was requested (DESIGN section 9).
+        """
+        if ctx.offered_tools is not None and not ctx.confirmations:
+            return ctx.offered_tools
         offered = offered_tools(user=ctx.user)
         if ctx.offered:
             offered = {name: pair for name, pair in offered.items() if name in ctx.offered}
         return offered
 
+    def resolve(self, ctx: ToolContext) -> tuple[list[dict[str, Any]], ToolContext]:
+        """Resolve the tools offered to this context's user now (enabled, allowed for the tenant,
+        `use_tool` and the tool's permission held). Returns (OpenAI tool schemas, the context bound
+        to that set, for the calls of this run). Tools not offered are not sent to the model at all."""
+        offered = offered_tools(user=ctx.user)
+        bound = replace(ctx, offered=frozenset(offered), offered_tools=offered)
+        return [_definition(spec) for spec, _ in offered.values()], bound
+
     def resolve_definitions(self, ctx: ToolContext) -> list[dict[str, Any]]:
-        """Return the OpenAI tool schemas offered to this context's user (enabled, allowed for the
-        tenant, `use_tool` held). Tools not offered are not sent to the model at all."""
-        return [_definition(spec) for spec, _ in offered_tools(user=ctx.user).values()]
+        """Return the OpenAI tool schemas offered to this context's user (seed 000
+        resolveToolDefinitions). See `resolve`."""
+        return self.resolve(ctx)[0]
 
     def execute_tool_calls(
         self, ctx: ToolContext, assistant_message: dict[str, Any], *, on_event: EventSink | None = None,

@@ -357,8 +357,7 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
     memory = [{"role": "system", "content": SYSTEM_PROMPT}, *memory_messages(conversation=run.conversation,
                                                                              exclude_run=run)]
     try:
-        definitions = manager.resolve_definitions(ctx)
-        ctx = ctx.with_offered(frozenset(d["function"]["name"] for d in definitions))
+        definitions, ctx = manager.resolve(ctx)
         internal = run.state.get("internal", True)
         while run.iterations < settings.AGENT_MAX_ITERATIONS:
             turn = llm.complete(messages=[*memory, *run.state["messages"]], tools=definitions,
