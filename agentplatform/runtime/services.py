@@ -6,7 +6,7 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
+from agentplatform.errors import InvalidInput, PermissionDenied
 from agentplatform.runtime import loop
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Conversation, Run
@@ -98,11 +98,3 @@ def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOut
 def run_continue(*, run_id, listener: loop.Listener | None = None) -> RunOutcome | None:
     """Resume `run_id` if it can be resumed now (idempotent; see loop.run_resume)."""
     return loop.run_resume(run_id=run_id, listener=listener)
-
-
-def run_for_user(*, user, run_id) -> Run:
-    """Selector wrapper kept here for the callers that only import services. Raises NotFound."""
-    run = Run.objects.filter(pk=run_id, tenant_id=user.tenant_id, user=user).first()
-    if run is None:
-        raise NotFound("run not found")
-    return run

@@ -40,30 +40,33 @@ def _fresh(request: ConfirmationRequest) -> ConfirmationRequest:
     return ConfirmationRequest.objects.get(pk=request.pk)
 
 
-class ConfirmationConfirmApi(ApiView):
+class _TokenDecisionApi(ApiView):
+    """A requester's decision on their own gated call, by token; subclasses set `decide`, the service
+    `(token=, user=) -> ConfirmationRequest` to call."""
+
+    def post(self, request: Request) -> Response:
+        serializer = TokenInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        decided = self.decide(token=serializer.validated_data["token"], user=request.user)
+        return Response(ConfirmationSerializer(_fresh(decided)).data)
+
+
+@extend_schema(operation_id="confirmations_confirm", tags=["confirmations"], summary="Confirm with a token",
+               request=TokenInputSerializer,
+               responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+class ConfirmationConfirmApi(_TokenDecisionApi):
     """I confirm my own gated call with its token; the run resumes after the commit."""
 
-    @extend_schema(operation_id="confirmations_confirm", tags=["confirmations"], summary="Confirm with a token",
-                   request=TokenInputSerializer,
-                   responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
-    def post(self, request: Request) -> Response:
-        serializer = TokenInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        confirmed = approvals.confirmation_confirm(token=serializer.validated_data["token"], user=request.user)
-        return Response(ConfirmationSerializer(_fresh(confirmed)).data)
+    decide = staticmethod(approvals.confirmation_confirm)
 
 
-class ConfirmationCancelApi(ApiView):
+@extend_schema(operation_id="confirmations_cancel", tags=["confirmations"], summary="Cancel with a token",
+               request=TokenInputSerializer,
+               responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+class ConfirmationCancelApi(_TokenDecisionApi):
     """I decline my own gated call with its token; the model is told it was rejected."""
 
-    @extend_schema(operation_id="confirmations_cancel", tags=["confirmations"], summary="Cancel with a token",
-                   request=TokenInputSerializer,
-                   responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
-    def post(self, request: Request) -> Response:
-        serializer = TokenInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        cancelled = approvals.confirmation_cancel(token=serializer.validated_data["token"], user=request.user)
-        return Response(ConfirmationSerializer(_fresh(cancelled)).data)
+    decide = staticmethod(approvals.confirmation_cancel)
 
 
 class ConfirmationTokenApi(ApiView):

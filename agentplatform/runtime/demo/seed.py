@@ -15,7 +15,6 @@ from guardian.shortcuts import assign_perm
 
 from agentplatform.tenancy.models import Tenant, User
 from tools.catalog.models import Order, StockLevel
-from tools.models import Tool
 from tools.services import tenant_tool_set_enabled, tools_sync_registry
 
 DEMO_PASSWORD = "demo-pass-123"
