@@ -9,6 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.utils import timezone
+
+from agentplatform.db import insert_row
 from audit import metrics
 from audit.models import AuditEvent
 
@@ -38,6 +41,8 @@ def record(
     `masked_arguments` must already be masked (tools.masking); a raw token must never be
     passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
     callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
+    The row is written with `insert_row` (one INSERT, no ORM compile: it is on every governed
+    call); AuditEvent.save() would only add its append-only check, which an INSERT never trips.
     """
     event = AuditEvent(
         tenant_id=tenant_id,
@@ -58,6 +63,8 @@ def record(
         duration_ms=duration_ms,
         message=message[:500],
     )
-    event.save()
+    event.occurred_at = timezone.now()  # what auto_now_add would set
+    insert_row(AuditEvent, {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields})
+    event._state.adding = False  # stored: a later save() is refused as for any read row
     metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-")
     return event

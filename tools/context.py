@@ -14,7 +14,8 @@ class ToolContext:
     request_id: the inbound request's id (for audit correlation). offered: names of the tools
     offered in this run; a call to any other name is not resolved. confirmations: on resume,
     tool_call_id -> ConfirmationRequest id to consume. conversation_excerpt: recent user text shown
-    to approvers. Never carries a raw confirmation token.
+    to approvers, or a zero-argument callable returning it, called only when a confirmation is
+    requested (read it with `excerpt()`). Never carries a raw confirmation token.
     """
 
     tenant: Any
@@ -24,7 +25,7 @@ class ToolContext:
     request_id: str = ""
     offered: frozenset[str] = field(default_factory=frozenset)
     confirmations: dict[str, uuid.UUID] = field(default_factory=dict)
-    conversation_excerpt: str = ""
+    conversation_excerpt: Any = ""
     # The tools resolved for this run (name -> (ToolSpec, Tool row)), set by ToolCallingManager.resolve;
     # calls that consume no confirmation resolve against it instead of querying again (DESIGN step 1).
     offered_tools: Any = field(default=None, compare=False, repr=False)
@@ -36,6 +37,11 @@ class ToolContext:
     @property
     def user_id(self) -> int:
         return self.user.pk
+
+    def excerpt(self) -> str:
+        """The conversation excerpt for approvers (loaded now when it was given as a callable)."""
+        value = self.conversation_excerpt
+        return value() if callable(value) else value
 
     def with_offered(self, names: frozenset[str]) -> "ToolContext":
         return _replace(self, offered=names, offered_tools=None)

@@ -28,10 +28,11 @@ def limit_result(data: Any) -> Any:
         data = {**data, "items": items[:max_items], "total": total}
         data["returned"] = len(data["items"])
         data.setdefault("next_cursor", None)
-        while _size(data) > max_bytes and data["items"]:
-            data["items"] = data["items"][:-1]
-            data["returned"] = len(data["items"])
     size = _size(data)
+    while size > max_bytes and isinstance(data, dict) and isinstance(data.get("items"), list) and data["items"]:
+        data["items"] = data["items"][:-1]
+        data["returned"] = len(data["items"])
+        size = _size(data)
     if size > max_bytes:
         return {"truncated": True, "bytes": size}
     return data

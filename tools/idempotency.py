@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-
 from agentplatform import clock
+from agentplatform.db import insert_row, update_row
 from tools.errors import ToolBusinessError
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult
@@ -52,41 +51,54 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
     return None if record is None else _from_record(record, arguments_hash)
 
 
+class BusinessFailure(Exception):
+    """The action raised ToolBusinessError. No savepoint guards the action (two round trips on every
+    call), so whatever it wrote is undone by rolling back the caller's *whole* transaction: the
+    caller lets this propagate out of its atomic block, then records the failure by running its
+    transaction again with `idempotency_execute(..., failure=error)`, which claims the key and
+    stores the failure without running any action. `error` is the original ToolBusinessError."""
+
+    def __init__(self, error: ToolBusinessError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 def idempotency_execute(
     *,
     tenant_id: int,
     key: str,
     tool_name: str,
     arguments_hash: str,
-    action: Callable[[], tuple[ToolResult, str]],
+    action: Callable[[], tuple[ToolResult, str]] | None = None,
+    failure: ToolBusinessError | None = None,
 ) -> Outcome:
     """Claim `key` and run `action` once; must be called inside the caller's transaction.
 
-    action() -> (ToolResult, business_result_id); a ToolBusinessError it raises is stored as a
-    FAILED result (the business change rolled back to a savepoint) and replayed like a success.
-    Any other exception propagates and rolls the claim back with the caller's transaction.
+    action() -> (ToolResult, business_result_id). When it raises ToolBusinessError, BusinessFailure
+    is raised: the caller rolls back and calls again with `failure=` that error, and the failure is
+    stored as a FAILED result (replayed like a success) without running anything. Any other
+    exception propagates and rolls the claim back with the caller's transaction.
     Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
     """
-    now = clock.now()
-    try:
-        with transaction.atomic():
-            record = IdempotencyRecord.objects.create(
-                tenant_id=tenant_id, key=key, tool_name=tool_name, arguments_hash=arguments_hash,
-                status=Status.PROCESSING, locked_at=now,
-            )
-    except IntegrityError:
-        # Lost the race (or a replay): on PostgreSQL the INSERT waited for the winner's commit.
+    record_id = insert_row(IdempotencyRecord, {
+        "tenant_id": tenant_id, "key": key, "tool_name": tool_name, "arguments_hash": arguments_hash,
+        "status": Status.PROCESSING, "locked_at": clock.now(), "business_result_id": "",
+    }, conflict_fields=("tenant", "key"), returning="id")
+    if record_id is None:
+        # Lost the race (or a replay). On PostgreSQL `ON CONFLICT DO NOTHING` waited for the
+        # winner's commit (a winner that rolled back lets this INSERT through instead), and this
+        # read runs on a new READ COMMITTED snapshot, so it sees the winner's row.
         return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
-    try:
-        with transaction.atomic():
+    if failure is not None:
+        result, business_id, status = ToolResult.failure(failure.code, failure.message), "", Status.FAILED
+    else:
+        try:
             result, business_id = action()
-        record.status = Status.SUCCEEDED
-    except ToolBusinessError as error:
-        result, business_id = ToolResult.failure(error.code, error.message), ""
-        record.status = Status.FAILED
-    record.result = result.to_dict()
-    record.business_result_id = business_id
-    record.save(update_fields=["status", "result", "business_result_id", "updated_at"])
+        except ToolBusinessError as error:
+            raise BusinessFailure(error) from error
+        status = Status.SUCCEEDED
+    update_row(IdempotencyRecord, record_id, {"status": status, "result": result.to_dict(),
+                                              "business_result_id": business_id, "updated_at": clock.now()})
     return Outcome("EXECUTED", result, business_id)
 
 

@@ -24,7 +24,7 @@ from tools.context import ToolContext
 from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
-from tools.idempotency import Outcome, idempotency_execute, idempotency_peek
+from tools.idempotency import BusinessFailure, Outcome, idempotency_execute, idempotency_peek
 from tools.masking import mask_mapping
 from tools.models import ApprovalPolicy, Tool
 from tools.policy import effective_policy
@@ -92,6 +92,9 @@ class ToolExecutionResult:
     """
 
     outcomes: list[CallOutcome]
+    # The offered tools the calls were resolved against (name -> (ToolSpec, Tool row)); freshly
+    # queried when a confirmation was consumed, so a resumed run can keep them (see `resolve`).
+    offered: dict[str, tuple[ToolSpec, Tool]] | None = None
 
     @property
     def pending(self) -> list[PendingConfirmation]:
@@ -178,8 +181,14 @@ class ToolCallingManager:
     def resolve(self, ctx: ToolContext) -> tuple[list[dict[str, Any]], ToolContext]:
         """Resolve the tools offered to this context's user now (enabled, allowed for the tenant,
         `use_tool` and the tool's permission held). Returns (OpenAI tool schemas, the context bound
-        to that set, for the calls of this run). Tools not offered are not sent to the model at all."""
-        offered = offered_tools(user=ctx.user)
+        to that set, for the calls of this run). Tools not offered are not sent to the model at all.
+
+        A context that already carries a resolved set with no confirmation left to consume (a
+        resumed run, whose consume re-queried the set a moment ago) keeps that set."""
+        if ctx.offered_tools is not None and not ctx.confirmations:
+            offered = ctx.offered_tools
+        else:
+            offered = offered_tools(user=ctx.user)
         bound = replace(ctx, offered=frozenset(offered), offered_tools=offered)
         return [_definition(spec) for spec, _ in offered.values()], bound
 
@@ -214,7 +223,7 @@ class ToolCallingManager:
                 emit("TOOL_EXECUTION_COMPLETED", {"tool_call_id": call.id, "tool": call.name,
                                                   "success": outcome.result.success, "code": outcome.result.code})
             outcomes.append(outcome)
-        return ToolExecutionResult(outcomes)
+        return ToolExecutionResult(outcomes, offered=offered)
 
     # -- one call ---------------------------------------------------------------------------------
 
@@ -290,7 +299,7 @@ class ToolCallingManager:
             tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,
             masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params),
             risk=policy.risk, policy=policy.policy, quorum=policy.quorum, ttl_seconds=policy.ttl_seconds,
-            context_excerpt=ctx.conversation_excerpt,
+            context_excerpt=ctx.excerpt(),
         )
         needs = "requester" if policy.policy == ApprovalPolicy.REQUESTER else "approvers"
         pending = PendingConfirmation(
@@ -310,7 +319,7 @@ class ToolCallingManager:
             business_id = spec.business_result_id(data) if spec.business_result_id else ""
             return ToolResult.ok(limit_result(spec.result_converter(data))), business_id
 
-        def consume_and_execute() -> CallOutcome:
+        def consume_and_execute(failure: ToolBusinessError | None = None) -> CallOutcome:
             with transaction.atomic():
                 if confirmation_id is not None:
                     approvals.confirmation_consume(
@@ -319,14 +328,15 @@ class ToolCallingManager:
                     )
                 if key:
                     outcome = idempotency_execute(tenant_id=ctx.tenant_id, key=key, tool_name=spec.name,
-                                                  arguments_hash=audit.hash, action=action)
+                                                  arguments_hash=audit.hash, action=action, failure=failure)
+                elif failure is not None:
+                    outcome = Outcome("EXECUTED", ToolResult.failure(failure.code, failure.message))
                 else:
                     try:
-                        with transaction.atomic():
-                            result, business_id = action()
-                        outcome = Outcome("EXECUTED", result, business_id)
+                        result, business_id = action()
                     except ToolBusinessError as error:
-                        outcome = Outcome("EXECUTED", ToolResult.failure(error.code, error.message))
+                        raise BusinessFailure(error) from error
+                    outcome = Outcome("EXECUTED", result, business_id)
                 if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
                     # DESIGN step 9: TOOLS_THROW_ON_ERROR propagates business failures too. Raising
                     # here rolls back the stored failure and the consumption with the failed attempt.
@@ -338,7 +348,13 @@ class ToolCallingManager:
         try:
             # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
             # business change, audit row), so running it again executes the side effect once.
-            return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
+            try:
+                return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
+            except BusinessFailure as failed:
+                # The tool refused (ToolBusinessError). No savepoint guarded it, so the whole attempt
+                # was rolled back with whatever the tool wrote; now record the refusal (consume,
+                # FAILED idempotency record, audit) in a new transaction without running the tool.
+                return retry_on_serialization_failure(lambda: consume_and_execute(failed.error))
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
         except ConfirmationNotFound as error:

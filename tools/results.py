@@ -5,7 +5,7 @@ Never null, never a bare string: `{success, code, message, terminal, retryable, 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -35,11 +35,18 @@ class ToolResult:
         return cls(False, code, message, terminal, retryable, data)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The envelope as a plain dict. `data` is shared, not copied (a result is not changed after
+        it is built; `dataclasses.asdict` deep-copied it, the largest Python cost of a governed call)."""
+        return {"success": self.success, "code": self.code, "message": self.message, "terminal": self.terminal,
+                "retryable": self.retryable, "data": self.data}
 
     def to_json(self) -> str:
-        """Compact JSON for the tool message content sent to the model."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
+        """Compact JSON for the tool message content sent to the model (built once per result)."""
+        cached = self.__dict__.get("_json")
+        if cached is None:
+            cached = json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
+            object.__setattr__(self, "_json", cached)  # frozen: a cache, not a field
+        return cached
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "ToolResult":

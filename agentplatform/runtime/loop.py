@@ -8,13 +8,14 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from django.conf import settings
 from django.db import transaction
 
 from agentplatform import clock
+from agentplatform.db import insert_row
 from agentplatform.errors import DomainError
 from agentplatform.llm import client as llm
 from agentplatform.llm.types import ModelTurn, ModelUnavailable
@@ -80,7 +81,8 @@ def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None =
     return ToolContext(
         tenant=run.tenant, user=run.user, conversation_id=run.conversation_id, run_id=run.id,
         request_id=run.request_id, confirmations=dict(confirmations or {}),
-        conversation_excerpt=conversation_excerpt(conversation=run.conversation),
+        # Read only if a call of this run asks for a confirmation (approvers see it).
+        conversation_excerpt=lambda: conversation_excerpt(conversation=run.conversation),
     )
 
 
@@ -287,22 +289,31 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
             _append(run, answers[call.id])
     run.state["pending"] = {}
     _save(run, "status", "state")
+    if executed is not None and executed.offered is not None:
+        # Consuming re-queried the offered tools just now (permissions, tenant policy, risk are
+        # re-checked at consume time); the rest of this run is offered the same set.
+        return replace(ctx, confirmations={}, offered=frozenset(executed.offered), offered_tools=executed.offered)
     return ctx.with_confirmations({})
 
 
 def _append(run: Run, message: dict[str, Any]) -> None:
     run.state.setdefault("messages", []).append(message)
     if message["role"] in ("assistant", "tool"):
-        Message.objects.create(conversation_id=run.conversation_id, run=run, role=message["role"],
-                               content=message.get("content") or "", tool_calls=message.get("tool_calls"),
-                               tool_call_id=message.get("tool_call_id", ""),
-                               in_memory=settings.AGENT_MEMORY_FULL_TOOL_TRACE)
+        _message_insert(run, role=message["role"], content=message.get("content") or "",
+                        tool_calls=message.get("tool_calls"), tool_call_id=message.get("tool_call_id", ""),
+                        in_memory=settings.AGENT_MEMORY_FULL_TOOL_TRACE)
+
+
+def _message_insert(run: Run, *, role: str, content: str, in_memory: bool, tool_calls: Any = None,
+                    tool_call_id: str = "") -> None:
+    """Store one Message of the run (a single INSERT; the loop writes one per model turn and tool)."""
+    insert_row(Message, {"conversation_id": run.conversation_id, "run_id": run.pk, "role": role, "content": content,
+                         "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory})
 
 
 def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str = "stop") -> RunOutcome:
     recorder.emit(RunEvent.Type.FINAL_TEXT, {"text": answer})
-    Message.objects.create(conversation_id=run.conversation_id, run=run, role="assistant", content=answer,
-                           in_memory=True)
+    _message_insert(run, role="assistant", content=answer, in_memory=True)
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason
     _save(run, "status", "final_answer", "stop_reason", "state", "iterations")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
