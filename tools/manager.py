@@ -245,12 +245,13 @@ class ToolCallingManager:
             audit.idempotency_key = key or ""
             confirmation_id = None
             if policy.gated:
-                if key:
-                    earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash)
-                    if earlier is not None:
-                        return self._finish(spec, call, earlier, audit)
                 confirmation_id = ctx.confirmations.get(call.id)
                 if confirmation_id is None:
+                    # Repeating a finished action answers from its record instead of asking a human.
+                    earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) \
+                        if key else None
+                    if earlier is not None:
+                        return self._finish(spec, call, earlier, audit)
                     return self._request_confirmation(ctx, call, spec, row, params, normalized, policy, audit)
             return self._execute(ctx, call, spec, params, key, confirmation_id, audit)
         except _Stop as stop:
@@ -358,6 +359,11 @@ class ToolCallingManager:
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
         except ConfirmationNotFound as error:
+            # Already consumed: by an earlier attempt whose worker died after committing (recovery),
+            # or by a racing resume. A keyed call answers from the record that attempt stored.
+            earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) if key else None
+            if earlier is not None:
+                return self._finish(spec, call, earlier, audit)
             return CallOutcome(call, audit.stop("DENIED", ToolResult.failure("CONFIRMATION_INVALID", error.message)))
         except Exception as error:  # DESIGN step 9
             if _propagates(error):

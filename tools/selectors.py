@@ -1,28 +1,56 @@
 """Reads of the tool registry: which tools a user is offered."""
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import CharField, Exists, OuterRef, Q
-from django.db.models.functions import Cast
+from django.db import connection
 from guardian.utils import get_group_obj_perms_model, get_user_obj_perms_model
 
-from tools.models import Tool
+from tools.models import TenantToolPolicy, Tool
 from tools.registry import ToolSpec, registry
 
+_SQL: dict[tuple[str, bool], str] = {}
 
-def _holds_use_tool(user) -> Q:
-    """Tool rows on which `user` holds the `use_tool` object permission, directly or through a group.
 
-    The same rows as guardian's `get_objects_for_user(user, "tools.use_tool", accept_global_perms=False)`
-    (STYLE rule 6) for a non-superuser, as two EXISTS clauses instead of guardian's generic nested
-    subqueries. This selector runs on every governed call; bench/governance_overhead.py measured the
-    guardian form at about twice the cost (README, Benchmarks).
+def _offered_rows_sql(*, superuser: bool) -> str:
+    """The SELECT of the Tool rows a user is offered, built once per backend from the models' tables.
+
+    Parameters, in order: tenant id, then (non-superusers) `use_tool`'s content type id and the user
+    id, twice. The rows are those of guardian's `get_objects_for_user(user, "tools.use_tool",
+    accept_global_perms=False)` (STYLE rule 6) intersected with the tenant's enabled policies, as two
+    EXISTS clauses on guardian's own tables; tests/tools/test_offered_tools.py checks it against
+    guardian for direct, group, revoked and cross-tenant grants. It is written out rather than
+    composed with the ORM because it runs at the start and on every resume of every run, and the
+    ORM's compile of this query cost about 3.5 ms of the 5 ms it took (bench/confirm_latency.py).
     """
-    perm = Q(permission__content_type=ContentType.objects.get_for_model(Tool), permission__codename="use_tool")
-    pk = Cast(OuterRef("pk"), CharField())  # guardian's generic tables store object_pk as text
-    direct = get_user_obj_perms_model(Tool).objects.filter(perm, user=user, object_pk=pk)
-    via_group = get_group_obj_perms_model(Tool).objects.filter(perm, group__user=user, object_pk=pk)
-    return Q(Exists(direct)) | Q(Exists(via_group))
+    key = (connection.vendor, superuser)
+    sql = _SQL.get(key)
+    if sql is not None:
+        return sql
+    q = connection.ops.quote_name
+    tool, policy = Tool._meta, TenantToolPolicy._meta
+    user_perms, group_perms = get_user_obj_perms_model(Tool)._meta, get_group_obj_perms_model(Tool)._meta
+    user_groups = get_user_model()._meta.get_field("groups").remote_field.through._meta
+    permission = Permission._meta
+    columns = ", ".join(f"t.{q(f.column)}" for f in tool.concrete_fields)
+    sql = (f"SELECT {columns} FROM {q(tool.db_table)} t "
+           f"JOIN {q(policy.db_table)} p ON p.{q('tool_id')} = t.{q('id')} "
+           f"WHERE t.{q('enabled')} AND t.{q('registered')} AND p.{q('enabled')} AND p.{q('tenant_id')} = %s")
+    if not superuser:  # as in guardian, a superuser holds every object permission
+        object_pk = f"CAST(t.{q('id')} AS VARCHAR(255))"  # guardian's generic tables store object_pk as text
+        use_tool = f"ap.{q('codename')} = 'use_tool' AND ap.{q('content_type_id')} = %s"
+        sql += (f" AND (EXISTS (SELECT 1 FROM {q(user_perms.db_table)} u"
+                f" JOIN {q(permission.db_table)} ap ON ap.{q('id')} = u.{q('permission_id')}"
+                f" WHERE {use_tool} AND u.{q('user_id')} = %s AND u.{q('object_pk')} = {object_pk})"
+                f" OR EXISTS (SELECT 1 FROM {q(group_perms.db_table)} g"
+                f" JOIN {q(permission.db_table)} ap ON ap.{q('id')} = g.{q('permission_id')}"
+                f" JOIN {q(user_groups.db_table)} ug ON ug.{q('group_id')} = g.{q('group_id')}"
+                f" WHERE {use_tool} AND ug.{q(user_groups.get_field('user').column)} = %s"
+                f" AND g.{q('object_pk')} = {object_pk}))")
+    sql += f" ORDER BY t.{q('name')}"
+    _SQL[key] = sql
+    return sql
 
 
 def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
@@ -34,13 +62,17 @@ def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
     """
     if user.tenant_id is None or not user.is_active:
         return {}
-    rows = Tool.objects.filter(
-        enabled=True, registered=True, tenant_policies__tenant_id=user.tenant_id, tenant_policies__enabled=True
-    )
-    if not user.is_superuser:  # as in guardian, a superuser holds every object permission
-        rows = rows.filter(_holds_use_tool(user))
+    params: list = [user.tenant_id]
+    if not user.is_superuser:
+        content_type = ContentType.objects.get_for_model(Tool).pk  # cached by Django per process
+        params += [content_type, user.pk, content_type, user.pk]
+    names = [f.attname for f in Tool._meta.concrete_fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_offered_rows_sql(superuser=user.is_superuser), params)
+        rows = cursor.fetchall()
     offered: dict[str, tuple[ToolSpec, Tool]] = {}
-    for row in rows:
+    for values in rows:
+        row = Tool.from_db(connection.alias, names, values)
         spec = registry.get(row.name)
         if spec is None or (spec.permission and not user.has_perm(spec.permission)):
             continue
