@@ -278,11 +278,11 @@ def confirmation_consume(
     conversation_id: uuid.UUID,
     tool_name: str,
     arguments_hash: str,
-) -> ConfirmationRequest:
+) -> None:
     """Consume a CONFIRMED request with one compare-and-set (DESIGN step 7). Call inside the
     transaction that executes the call, so consumption and side effect commit together.
 
-    Returns the CONSUMED request. Raises ConfirmationExpired when past expiry, or
+    Returns nothing (one UPDATE on the success path; the governed call reads nothing back). Raises ConfirmationExpired when past expiry, or
     ConfirmationNotFound (code CONFIRMATION_INVALID) for any binding mismatch, a replay,
     or a request that is not CONFIRMED.
     """
@@ -298,7 +298,7 @@ def confirmation_consume(
         arguments_hash=arguments_hash,
     ).update(status=Status.CONSUMED, consumed_at=now)
     if consumed == 1:
-        return ConfirmationRequest.objects.get(pk=request_id)
+        return
     request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
     if request is not None and request.status in OPEN_STATES and request.expires_at <= now:
         raise ConfirmationExpired("the confirmation expired before it was used")

@@ -180,6 +180,7 @@ def test_the_compare_and_set_itself_refuses_a_second_consume(requester, confirme
     binding = dict(request_id=confirmed.request_id, tenant_id=requester.tenant_id, user_id=requester.pk,
                    conversation_id=confirmed.conversation_id, tool_name="cancel_order",
                    arguments_hash=arguments_hash(CANCEL_ARGS))
-    assert approvals.confirmation_consume(**binding).status == Status.CONSUMED
+    approvals.confirmation_consume(**binding)
+    assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONSUMED
     with pytest.raises(ConfirmationNotFound):
         approvals.confirmation_consume(**binding)
