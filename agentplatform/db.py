@@ -133,21 +133,27 @@ def insert_row(model, values: dict, *, conflict_fields: tuple[str, ...] = (), re
     return row[0] if returning else True
 
 
-def update_row(model, pk, values: dict) -> int:
+def update_row(model, pk, values: dict, *, where: dict | None = None) -> int:
     """UPDATE the given fields of the `model` row with primary key `pk` in one round trip.
 
-    values: field name -> Python value; auto_now fields are not touched unless given. Returns the
+    values: field name -> Python value; auto_now fields are not touched unless given. where: extra
+    equality conditions, field name -> value (None matches NULL), for a compare-and-set. Returns the
     number of rows changed (0 or 1). Model `save()` overrides and signals are not run.
     """
     columns, params = _column_values(model, values, adding=False)
-    key = ("update", model._meta.db_table, tuple(columns), connection.vendor)
+    conditions = [(model._meta.get_field(name), value) for name, value in (where or {}).items()]
+    shape = tuple((field.column, value is None) for field, value in conditions)
+    key = ("update", model._meta.db_table, tuple(columns), shape, connection.vendor)
     sql = _SQL_CACHE.get(key)
     if sql is None:
         quote = connection.ops.quote_name
         assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+        tests = "".join(f" AND {quote(column)} IS NULL" if is_null else f" AND {quote(column)} = %s"
+                        for column, is_null in shape)
         sql = _SQL_CACHE[key] = (f"UPDATE {quote(model._meta.db_table)} SET {assignments} "
-                                 f"WHERE {quote(model._meta.pk.column)} = %s")
+                                 f"WHERE {quote(model._meta.pk.column)} = %s{tests}")
     params.append(model._meta.pk.get_db_prep_value(pk, connection))
+    params += [field.get_db_prep_value(value, connection) for field, value in conditions if value is not None]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount

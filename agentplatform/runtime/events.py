@@ -21,10 +21,12 @@ class EventRecorder:
     `listener(event)` is called after each event is stored (the CLI prints them).
     """
 
-    def __init__(self, run: Run, listener: Callable[[RunEvent], None] | None = None) -> None:
+    def __init__(self, run: Run, listener: Callable[[RunEvent], None] | None = None, *,
+                 last_seq: int | None = None) -> None:
+        """last_seq: the run's highest stored seq when the caller read it already (else queried)."""
         self.run = run
         self.listener = listener
-        self.seq = run.events.aggregate(m=Max("seq"))["m"] or 0
+        self.seq = run.events.aggregate(m=Max("seq"))["m"] or 0 if last_seq is None else last_seq
         self._text = ""
 
     def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:

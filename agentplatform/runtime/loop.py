@@ -13,9 +13,10 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 
 from agentplatform import clock
-from agentplatform.db import insert_row
+from agentplatform.db import insert_row, update_row
 from agentplatform.errors import DomainError
 from agentplatform.llm import client as llm
 from agentplatform.llm.types import ModelTurn, ModelUnavailable
@@ -99,8 +100,8 @@ def _save(run: Run, *fields: str, park: bool = False) -> None:
     lease = _lease() if run.status == Run.Status.RUNNING and not park else None
     now = clock.now()
     values = {name: getattr(run, name) for name in fields if name not in ("lease_expires_at", "updated_at")}
-    changed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, lease_expires_at=held).update(
-        **values, lease_expires_at=lease, updated_at=now)
+    changed = update_row(Run, run.pk, {**values, "lease_expires_at": lease, "updated_at": now},
+                         where={"status": Run.Status.RUNNING, "lease_expires_at": held})
     if changed != 1:
         raise RunClaimLost(f"run {run.pk} is no longer held by this process")
     run.lease_expires_at, run.updated_at = lease, now
@@ -140,22 +141,34 @@ def run_start(
 _RUN_RELATED = ("tenant", "user", "conversation")
 
 
-def _claim(run_id) -> Run | None:
+@dataclass
+class _Claimed:
+    """A run taken by `_claim`, with what the claim read under the run's lock: its confirmation
+    requests (id -> request) and its highest event seq (0 without events)."""
+
+    run: Run
+    requests: dict[str, ConfirmationRequest]
+    last_seq: int
+
+
+def _claim(run_id) -> _Claimed | None:
     """Take an AWAITING_CONFIRMATION run whose every pending call is decided.
 
     The run row is locked while its pending requests are checked, and the status change is still
     a compare-and-set, so a run that went back to waiting for a new turn in between cannot be
-    claimed on the strength of the old turn's decisions.
+    claimed on the strength of the old turn's decisions. The requests and the last event seq read
+    here are handed on, so the resume does not read them again.
     """
+    last_seq = RunEvent.objects.filter(run=OuterRef("pk")).order_by("-seq").values("seq")[:1]
     with transaction.atomic():
         run = (Run.objects.select_for_update(of=("self",)).select_related(*_RUN_RELATED)
-               .filter(pk=run_id).order_by("pk").first())
+               .annotate(last_event_seq=Subquery(last_seq)).filter(pk=run_id).order_by("pk").first())
         if run is None or run.status != Run.Status.AWAITING_CONFIRMATION:
             return None
         pending = run.state.get("pending") or {}
-        open_ids = ConfirmationRequest.objects.filter(pk__in=list(pending.values()),
-                                                      status=ConfirmationRequest.Status.PENDING)
-        if open_ids.filter(expires_at__gt=clock.now()).exists():
+        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()))}
+        now = clock.now()
+        if any(r.status == ConfirmationRequest.Status.PENDING and r.expires_at > now for r in requests.values()):
             return None  # the model is not called again until every pending call is decided
         lease = _lease()
         claimed = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_CONFIRMATION).update(
@@ -163,7 +176,7 @@ def _claim(run_id) -> Run | None:
     if claimed != 1:
         return None
     run.status, run.lease_expires_at = Run.Status.RUNNING, lease
-    return run
+    return _Claimed(run, requests, run.last_event_seq or 0)
 
 
 def _claim_running(run_id, **condition: Any) -> Run | None:
@@ -189,10 +202,14 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
     unavailable, park the run and raise RunParked (the caller retries later) instead of failing
     it with MODEL_UNAVAILABLE. Raises RunClaimLost when recovery took the run over meanwhile.
     """
-    run = _claim(run_id) or _claim_running(run_id, lease_expires_at__isnull=True)
-    if run is None:
-        return None
-    return _continue(run, EventRecorder(run, listener), manager or ToolCallingManager(), park_on_model_error)
+    claimed = _claim(run_id)
+    if claimed is None:
+        run = _claim_running(run_id, lease_expires_at__isnull=True)
+        if run is None:
+            return None
+        return _continue(run, EventRecorder(run, listener), manager or ToolCallingManager(), park_on_model_error)
+    return _continue(claimed.run, EventRecorder(claimed.run, listener, last_seq=claimed.last_seq),
+                     manager or ToolCallingManager(), park_on_model_error, requests=claimed.requests)
 
 
 def run_recover(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None,
@@ -243,20 +260,24 @@ def _unrecoverable(run: Run) -> str:
     return ""
 
 
-def _continue(run: Run, recorder: EventRecorder, manager: ToolCallingManager, park: bool) -> RunOutcome:
-    """Drive a run this process holds: answer its decided pending calls (if any), then the loop."""
+def _continue(run: Run, recorder: EventRecorder, manager: ToolCallingManager, park: bool,
+              requests: dict[str, ConfirmationRequest] | None = None) -> RunOutcome:
+    """Drive a run this process holds: answer its decided pending calls (if any), then the loop.
+    requests: the pending calls' confirmation requests by id, when the claim already read them."""
     if run.state.get("pending"):
-        ctx = _answer_pending(run, recorder, manager)
+        ctx = _answer_pending(run, recorder, manager, requests)
     else:
         ctx = build_tool_context(run)
     return _advance(run, ctx, recorder, manager, park=park)
 
 
-def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManager) -> ToolContext:
+def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManager,
+                    requests: dict[str, ConfirmationRequest] | None = None) -> ToolContext:
     """Execute the confirmed pending calls, answer the others REJECTED / CONFIRMATION_EXPIRED,
     append one tool message per waiting call id, and clear `pending`. Returns the context."""
     pending: dict[str, str] = run.state.get("pending") or {}
-    requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()))}
+    if requests is None:
+        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()))}
     assistant = run.state["messages"][run.state["assistant_index"]]
     confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items()
                  if requests[cid].status in (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)}
