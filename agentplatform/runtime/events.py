@@ -1,16 +1,21 @@
 """Persisting a run's ordered events (DESIGN section 5: MODEL_TEXT ... DONE)."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from django.db.models import Max
 from django.utils import timezone
 
 from agentplatform.db import insert_row
-
 from agentplatform.runtime.models import Run, RunEvent
 
-MODEL_TEXT_FLUSH_CHARS = 48
+# Streamed model text is stored in MODEL_TEXT events of what arrived in the last 50 ms (and at
+# most 4,000 characters each): live enough for a person reading along, and a fast answer costs one
+# INSERT rather than one per few tokens.
+MODEL_TEXT_FLUSH_SECONDS = 0.05
+MODEL_TEXT_MAX_CHARS = 4000
+_monotonic = time.monotonic  # replaced by tests
 
 
 class EventRecorder:
@@ -28,6 +33,7 @@ class EventRecorder:
         self.listener = listener
         self.seq = run.events.aggregate(m=Max("seq"))["m"] or 0 if last_seq is None else last_seq
         self._text = ""
+        self._stored_at = _monotonic()
 
     def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:
         """Store one event of `type_` with a JSON payload (must not contain a token). Returns it."""
@@ -36,9 +42,10 @@ class EventRecorder:
         return self._store(type_, payload or {})
 
     def text(self, delta: str) -> None:
-        """Buffer streamed model text; stored as MODEL_TEXT events of about 48 characters."""
+        """Buffer streamed model text. It is stored as one MODEL_TEXT event once 50 ms passed since
+        the last stored event (or 4,000 characters are waiting), and by `flush_text` at the end."""
         self._text += delta
-        if len(self._text) >= MODEL_TEXT_FLUSH_CHARS:
+        if _monotonic() - self._stored_at >= MODEL_TEXT_FLUSH_SECONDS or len(self._text) >= MODEL_TEXT_MAX_CHARS:
             self.flush_text()
 
     def flush_text(self) -> None:
@@ -53,6 +60,7 @@ class EventRecorder:
         event.id = insert_row(RunEvent, {"run_id": self.run.pk, "seq": event.seq, "type": type_,
                                          "payload": payload, "created_at": event.created_at}, returning="id")
         event._state.adding = False
+        self._stored_at = _monotonic()
         if self.listener is not None:
             self.listener(event)
         return event
