@@ -66,8 +66,8 @@ def retry_on_serialization_failure(fn: Callable[[], T], *, attempts: int = 3, ba
 # The governed call writes an idempotency claim, its result and an audit row. Through the ORM each
 # of those costs about 0.45 ms of Python (query compile) on the reference VM, against about 0.15 ms
 # for the same statement sent as text (bench/governance_overhead.py; README, Benchmarks). These two
-# helpers send one prepared-once statement per model and shape, with values converted by the
-# fields' own `get_db_prep_save`, so backend conversions (UUID, JSON, datetimes) stay Django's.
+# helpers build each statement's text once per model and shape, and convert values with the fields'
+# own `get_db_prep_save`, so backend conversions (UUID, JSON, datetimes) stay Django's.
 
 _SQL_CACHE: dict[tuple, str] = {}
 
