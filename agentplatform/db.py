@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 from django.db import OperationalError, connection
 
@@ -157,3 +158,53 @@ def update_row(model, pk, values: dict, *, where: dict | None = None) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
+
+
+# -- what a block of code wrote ----------------------------------------------------------------
+
+class WriteTracker:
+    """Set by `track_writes`: `wrote` is True once the block sent a statement that may have changed
+    rows and was not undone. SELECT (with or without FOR UPDATE) and savepoint bookkeeping change
+    none; a ROLLBACK TO SAVEPOINT restores what was true when that savepoint was taken (Django's
+    nested `atomic` rolls back its savepoint when an exception leaves it)."""
+
+    def __init__(self) -> None:
+        self.wrote = False
+        self._at_savepoint: dict[str, bool] = {}
+
+    def __call__(self, execute, sql, params, many, context):
+        head = str(sql).lstrip()[:120].upper()
+        if head.startswith("SAVEPOINT "):
+            self._at_savepoint[head[10:].strip()] = self.wrote
+        elif head.startswith("ROLLBACK TO SAVEPOINT "):
+            self.wrote = self._at_savepoint.get(head[22:].strip(), True)  # unknown savepoint: assume a write
+        elif not head.startswith(("SELECT", "RELEASE SAVEPOINT ")):
+            self.wrote = True
+        return execute(sql, params, many, context)
+
+
+@contextmanager
+def track_writes() -> Iterator[WriteTracker]:
+    """Watch the statements the block sends on the default connection (Django's execute wrapper).
+
+    Yields a WriteTracker whose `wrote` tells whether the block sent a statement that may have
+    changed rows (INSERT, UPDATE, DELETE, a CTE, anything but SELECT and savepoints) that a rolled
+    back savepoint did not undo. Conservative: False means the block changed nothing in this
+    transaction. Costs one Python call per statement, no round trip.
+    """
+    tracker = WriteTracker()
+    with connection.execute_wrapper(tracker):
+        yield tracker
+
+
+def transaction_usable() -> bool:
+    """True when the current transaction can still run statements: Django did not mark it for
+    rollback (an exception left an atomic block without a savepoint) and, on PostgreSQL, the server
+    did not abort it (a failed statement whose error was caught). Local checks, no round trip."""
+    if connection.needs_rollback:
+        return False
+    if connection.vendor == "postgresql" and connection.connection is not None:
+        from psycopg.pq import TransactionStatus
+
+        return connection.connection.info.transaction_status != TransactionStatus.INERROR
+    return True

@@ -12,7 +12,7 @@ from typing import Callable
 
 from django.conf import settings
 from agentplatform import clock
-from agentplatform.db import insert_row, update_row
+from agentplatform.db import insert_row, track_writes, transaction_usable, update_row
 from tools.errors import ToolBusinessError
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult
@@ -52,15 +52,37 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
 
 
 class BusinessFailure(Exception):
-    """The action raised ToolBusinessError. No savepoint guards the action (two round trips on every
-    call), so whatever it wrote is undone by rolling back the caller's *whole* transaction: the
-    caller lets this propagate out of its atomic block, then records the failure by running its
-    transaction again with `idempotency_execute(..., failure=error)`, which claims the key and
-    stores the failure without running any action. `error` is the original ToolBusinessError."""
+    """The action raised ToolBusinessError after it may have written (see `run_action`).
+
+    No savepoint guards the action (two round trips on every call), so what it wrote is undone by
+    rolling back the caller's *whole* transaction: the caller lets this propagate out of its atomic
+    block, then records the failure by running its transaction again with `failure=error`
+    (`idempotency_execute(..., failure=error)` claims the key and stores the failure without
+    running anything). Between the two transactions a racing caller may run the action again; it
+    meets the same refusal or succeeds once. `error` is the original ToolBusinessError."""
 
     def __init__(self, error: ToolBusinessError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+def run_action(action: Callable[[], tuple[ToolResult, str]]) -> tuple[ToolResult, str, bool]:
+    """Run `action()` in the caller's transaction, without a savepoint; return (result,
+    business_result_id, succeeded).
+
+    A ToolBusinessError raised before the action wrote anything, with the transaction still usable,
+    becomes a failure result here (nothing to undo; recorded in this same transaction, so the
+    refusal is settled once). One raised after a write, or with the transaction aborted, raises
+    BusinessFailure (see there). Other exceptions propagate.
+    """
+    with track_writes() as writes:
+        try:
+            result, business_id = action()
+        except ToolBusinessError as error:
+            if writes.wrote or not transaction_usable():
+                raise BusinessFailure(error) from error
+            return ToolResult.failure(error.code, error.message), "", False
+    return result, business_id, True
 
 
 def idempotency_execute(
@@ -74,10 +96,11 @@ def idempotency_execute(
 ) -> Outcome:
     """Claim `key` and run `action` once; must be called inside the caller's transaction.
 
-    action() -> (ToolResult, business_result_id). When it raises ToolBusinessError, BusinessFailure
-    is raised: the caller rolls back and calls again with `failure=` that error, and the failure is
-    stored as a FAILED result (replayed like a success) without running anything. Any other
-    exception propagates and rolls the claim back with the caller's transaction.
+    action() -> (ToolResult, business_result_id), run by `run_action`: a ToolBusinessError is stored
+    as a FAILED result (replayed like a success), in this transaction when the action wrote nothing;
+    otherwise BusinessFailure is raised, and the caller rolls back and calls again with `failure=`
+    that error, which stores it without running anything. Any other exception propagates and rolls
+    the claim back with the caller's transaction.
     Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
     """
     record_id = insert_row(IdempotencyRecord, {
@@ -90,13 +113,10 @@ def idempotency_execute(
         # read runs on a new READ COMMITTED snapshot, so it sees the winner's row.
         return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
     if failure is not None:
-        result, business_id, status = ToolResult.failure(failure.code, failure.message), "", Status.FAILED
+        result, business_id, succeeded = ToolResult.failure(failure.code, failure.message), "", False
     else:
-        try:
-            result, business_id = action()
-        except ToolBusinessError as error:
-            raise BusinessFailure(error) from error
-        status = Status.SUCCEEDED
+        result, business_id, succeeded = run_action(action)
+    status = Status.SUCCEEDED if succeeded else Status.FAILED
     update_row(IdempotencyRecord, record_id, {"status": status, "result": result.to_dict(),
                                               "business_result_id": business_id, "updated_at": clock.now()})
     return Outcome("EXECUTED", result, business_id)

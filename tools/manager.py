@@ -24,7 +24,7 @@ from tools.context import ToolContext
 from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
-from tools.idempotency import BusinessFailure, Outcome, idempotency_execute, idempotency_peek
+from tools.idempotency import BusinessFailure, Outcome, idempotency_execute, idempotency_peek, run_action
 from tools.masking import mask_mapping
 from tools.models import ApprovalPolicy, Tool
 from tools.policy import effective_policy
@@ -333,10 +333,7 @@ class ToolCallingManager:
                 elif failure is not None:
                     outcome = Outcome("EXECUTED", ToolResult.failure(failure.code, failure.message))
                 else:
-                    try:
-                        result, business_id = action()
-                    except ToolBusinessError as error:
-                        raise BusinessFailure(error) from error
+                    result, business_id, _ = run_action(action)
                     outcome = Outcome("EXECUTED", result, business_id)
                 if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
                     # DESIGN step 9: TOOLS_THROW_ON_ERROR propagates business failures too. Raising
@@ -352,8 +349,8 @@ class ToolCallingManager:
             try:
                 return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
             except BusinessFailure as failed:
-                # The tool refused (ToolBusinessError). No savepoint guarded it, so the whole attempt
-                # was rolled back with whatever the tool wrote; now record the refusal (consume,
+                # The tool refused (ToolBusinessError) after writing. No savepoint guarded it, so the
+                # whole attempt was rolled back with what it wrote; now record the refusal (consume,
                 # FAILED idempotency record, audit) in a new transaction without running the tool.
                 return retry_on_serialization_failure(lambda: consume_and_execute(failed.error))
         except ConfirmationExpired as error:

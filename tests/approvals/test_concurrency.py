@@ -120,3 +120,52 @@ def test_approvers_double_clicking_at_once_refund_once(transactional_db, request
     assert Refund.objects.count() == 1
     assert Order.objects.get(tenant=requester.tenant, order_id=REFUND_ORDER).status == Order.Status.REFUNDED
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.COMPLETED
+
+
+def test_a_refusal_before_any_write_is_settled_once_by_twenty_consumers(transactional_db, requester, install_tool):
+    # given: a confirmed call of a tool that locks the order and then refuses (it is SHIPPED);
+    # each invocation is counted
+    from pydantic import BaseModel, ConfigDict
+
+    from tools.catalog import services as catalog
+    from tools.hashing import key_hash
+    from tools.registry import ToolSpec
+
+    invocations: list[int] = []
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        order_id: str
+
+    def cancel_counted(ctx, params):
+        invocations.append(1)
+        return catalog.order_cancel(tenant_id=ctx.tenant_id, order_id=params.order_id, reason="r", user_id=ctx.user_id)
+
+    install_tool(ToolSpec(name="test_cancel_counted", description="Cancel (test tool).", parameters=Args,
+                          execute=cancel_counted, risk="HIGH",
+                          idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, "cancel", p.order_id)),
+                 users=[requester])
+    Order.objects.filter(tenant=requester.tenant, order_id=ORDER).update(status=Order.Status.SHIPPED)
+    conversation = conversation_create(user=requester)
+    message = assistant((CALL, "test_cancel_counted", {"order_id": ORDER}))
+    [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+    request_id = uuid.UUID(pending.confirmation_id)
+
+    def prepare(_):
+        user = User.objects.select_related("tenant").get(pk=requester.pk)
+        return tool_context(user, conversation.pk, confirmations={CALL: request_id})
+
+    # when: 20 threads consume it at once
+    results = race(20, prepare, lambda ctx: ToolCallingManager().execute_tool_calls(
+        ctx, message, only={CALL}).outcomes[0].result)
+
+    # then: the tool ran once; its refusal was stored with the consumption in one transaction
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert len(invocations) == 1
+    assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONSUMED
+    record = IdempotencyRecord.objects.get()
+    assert record.status == IdempotencyRecord.Status.FAILED and record.result["code"] == "ORDER_NOT_CANCELLABLE"
+    assert not Cancellation.objects.exists()
+    assert {r.code for r in results} <= {"ORDER_NOT_CANCELLABLE", "CONFIRMATION_INVALID"}
+    assert Counter(r.decision for r in audit_rows(tool_call_id=CALL))["FAILED"] == 1

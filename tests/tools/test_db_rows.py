@@ -64,3 +64,20 @@ def test_insert_row_stores_uuid_json_and_null_like_the_orm(db, requester):
     event = AuditEvent.objects.get(conversation_id=conversation_id)
     assert event.masked_arguments == {"phone": "138****0000"} and event.confirmation_id is None
     assert event.occurred_at is not None and event.message == ""
+
+
+def test_track_writes_sees_writes_and_forgets_those_a_savepoint_rolled_back(db, requester):
+    from agentplatform.db import track_writes
+
+    with track_writes() as reads:
+        list(IdempotencyRecord.objects.select_for_update().filter(tenant_id=requester.tenant_id))
+    with track_writes() as undone, transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():  # a savepoint, rolled back
+            _claim(requester.tenant_id, "undone")
+            raise RuntimeError("refused")
+    with track_writes() as kept, transaction.atomic():
+        with transaction.atomic():  # a savepoint, released
+            _claim(requester.tenant_id, "kept")
+
+    assert (reads.wrote, undone.wrote, kept.wrote) == (False, False, True)
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["kept"]

@@ -51,10 +51,7 @@ def _lock_order(*, tenant_id: int, order_id: str) -> Order:
     return order
 
 
-# savepoint=False: called by a governed tool, these run inside the pipeline's transaction, which
-# rolls back whole when they raise (tools.idempotency.BusinessFailure); a savepoint of their own
-# would cost two round trips on every call. Called on their own, they open a transaction as usual.
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | None) -> dict[str, Any]:
     """Cancel a PAID order (seed 002 section 9 CancelOrderResult).
 
@@ -74,7 +71,7 @@ def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | N
             "cancellation_id": str(record.pk), "cancelled_at": record.cancelled_at.isoformat()}
 
 
-@transaction.atomic(savepoint=False)
+@transaction.atomic
 def order_refund(*, tenant_id: int, order_id: str, amount: Decimal | None, reason: str,
                  user_id: int | None) -> dict[str, Any]:
     """Refund an order in full or in part. Returns {"order_id", "refund_id", "amount", "current_status"}.
