@@ -40,10 +40,11 @@ def _resume_not_enqueued():
         confirmation_settled.connect(enqueue_resume_on_commit, dispatch_uid=RESUME_UID)
 
 
-def test_twenty_consumers_of_one_confirmed_call_execute_it_once(transactional_db, requester):
-    # given: a confirmed cancel_order call
+def _race_consumers(requester, tool_name: str, arguments: dict, n: int = 20):
+    """Gate a call of `tool_name`, confirm it with the requester's token, then let n threads consume
+    and execute it at once. Returns (request id, each thread's ToolResult or exception)."""
     conversation = conversation_create(user=requester)
-    message = assistant((CALL, "cancel_order", CANCEL_ARGS))
+    message = assistant((CALL, tool_name, arguments))
     [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
     approvals.confirmation_confirm(token=pending.token, user=requester)
     request_id = uuid.UUID(pending.confirmation_id)
@@ -52,9 +53,13 @@ def test_twenty_consumers_of_one_confirmed_call_execute_it_once(transactional_db
         user = User.objects.select_related("tenant").get(pk=requester.pk)
         return tool_context(user, conversation.pk, confirmations={CALL: request_id})
 
-    # when: 20 threads consume and execute it at once
-    results = race(20, prepare, lambda ctx: ToolCallingManager().execute_tool_calls(
+    return request_id, race(n, prepare, lambda ctx: ToolCallingManager().execute_tool_calls(
         ctx, message, only={CALL}).outcomes[0].result)
+
+
+def test_twenty_consumers_of_one_confirmed_call_execute_it_once(transactional_db, requester):
+    # given: a confirmed cancel_order call; when: 20 threads consume and execute it at once
+    request_id, results = _race_consumers(requester, "cancel_order", CANCEL_ARGS)
 
     # then: one execution, the others refused or handed the stored result
     assert not [r for r in results if isinstance(r, BaseException)], results
@@ -146,19 +151,9 @@ def test_a_refusal_before_any_write_is_settled_once_by_twenty_consumers(transact
                           idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, "cancel", p.order_id)),
                  users=[requester])
     Order.objects.filter(tenant=requester.tenant, order_id=ORDER).update(status=Order.Status.SHIPPED)
-    conversation = conversation_create(user=requester)
-    message = assistant((CALL, "test_cancel_counted", {"order_id": ORDER}))
-    [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
-    request_id = uuid.UUID(pending.confirmation_id)
-
-    def prepare(_):
-        user = User.objects.select_related("tenant").get(pk=requester.pk)
-        return tool_context(user, conversation.pk, confirmations={CALL: request_id})
 
     # when: 20 threads consume it at once
-    results = race(20, prepare, lambda ctx: ToolCallingManager().execute_tool_calls(
-        ctx, message, only={CALL}).outcomes[0].result)
+    request_id, results = _race_consumers(requester, "test_cancel_counted", {"order_id": ORDER})
 
     # then: the tool ran once; its refusal was stored with the consumption in one transaction
     assert not [r for r in results if isinstance(r, BaseException)], results
