@@ -195,16 +195,3 @@ def track_writes() -> Iterator[WriteTracker]:
     tracker = WriteTracker()
     with connection.execute_wrapper(tracker):
         yield tracker
-
-
-def transaction_usable() -> bool:
-    """True when the current transaction can still run statements: Django did not mark it for
-    rollback (an exception left an atomic block without a savepoint) and, on PostgreSQL, the server
-    did not abort it (a failed statement whose error was caught). Local checks, no round trip."""
-    if connection.needs_rollback:
-        return False
-    if connection.vendor == "postgresql" and connection.connection is not None:
-        from psycopg.pq import TransactionStatus
-
-        return connection.connection.info.transaction_status != TransactionStatus.INERROR
-    return True

@@ -8,9 +8,10 @@ in one process, on one PostgreSQL database:
   (offered tools: tenant policy and guardian `use_tool`), parse, schema- and business-validate,
   authorize, policy, execute, convert and mask, audit (DESIGN section 4).
 
-Two governed tools are measured: the built-in `list_orders` (LOW, no idempotency key) and a
-throwaway LOW tool `bench_list_orders` registered by this script with an idempotency key unique to
-each call, so its figures include the idempotent execute (claim INSERT, stored result UPDATE).
+Two governed tools are measured: the built-in `list_orders` (LOW, read-only, no idempotency key)
+and a throwaway LOW read-only tool `bench_list_orders` registered by this script with an
+idempotency key unique to each call, so its figures include the idempotent execute (claim INSERT,
+stored result UPDATE).
 The target (median under 3 ms added) is judged on the latter: it is the whole pipeline.
 
 Then a breakdown run (with timing wrappers, so its total is a little higher) shows where the added
@@ -39,8 +40,9 @@ IDEMPOTENT_TOOL = "bench_list_orders"
 
 
 def register_idempotent_tool(*, user):
-    """Register `bench_list_orders` (LOW, idempotency key per `request_ref`), mirror it in the
-    database, enable it for the user's tenant and grant `use_tool`. Returns its ToolSpec."""
+    """Register `bench_list_orders` (LOW, read-only like list_orders, idempotency key per
+    `request_ref`), mirror it in the database, enable it for the user's tenant and grant `use_tool`.
+    Returns its ToolSpec."""
     from guardian.shortcuts import assign_perm
     from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,7 +62,7 @@ def register_idempotent_tool(*, user):
     registry.unregister(IDEMPOTENT_TOOL)
     spec = registry.register(ToolSpec(
         name=IDEMPOTENT_TOOL, description="Benchmark only: list_orders with an idempotency key.",
-        parameters=BenchListOrders, execute=execute, risk="LOW", permission="catalog.view_order",
+        parameters=BenchListOrders, execute=execute, risk="LOW", permission="catalog.view_order", read_only=True,
         idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, IDEMPOTENT_TOOL, p.request_ref),
         result_converter=registry.get("list_orders").result_converter,
     ))

@@ -12,7 +12,9 @@ from typing import Callable
 
 from django.conf import settings
 from agentplatform import clock
-from agentplatform.db import insert_row, track_writes, transaction_usable, update_row
+from django.db import transaction
+
+from agentplatform.db import insert_row, track_writes, update_row
 from tools.errors import ToolBusinessError
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult
@@ -51,38 +53,36 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
     return None if record is None else _from_record(record, arguments_hash)
 
 
-class BusinessFailure(Exception):
-    """The action raised ToolBusinessError after it may have written (see `run_action`).
-
-    No savepoint guards the action (two round trips on every call), so what it wrote is undone by
-    rolling back the caller's *whole* transaction: the caller lets this propagate out of its atomic
-    block, then records the failure by running its transaction again with `failure=error`
-    (`idempotency_execute(..., failure=error)` claims the key and stores the failure without
-    running anything). Between the two transactions a racing caller may run the action again; it
-    meets the same refusal or succeeds once. `error` is the original ToolBusinessError."""
-
-    def __init__(self, error: ToolBusinessError) -> None:
-        super().__init__(error.message)
-        self.error = error
+class ReadOnlyViolation(RuntimeError):
+    """A tool declared `read_only` sent a statement that may change rows. The call fails and its
+    transaction rolls back (fail closed): the declaration is what let it run without a savepoint."""
 
 
-def run_action(action: Callable[[], tuple[ToolResult, str]]) -> tuple[ToolResult, str, bool]:
-    """Run `action()` in the caller's transaction, without a savepoint; return (result,
-    business_result_id, succeeded).
+def run_action(action: Callable[[], tuple[ToolResult, str]], *, read_only: bool) -> tuple[ToolResult, str, bool]:
+    """Run `action()` inside the caller's transaction; return (result, business_result_id, succeeded).
 
-    A ToolBusinessError raised before the action wrote anything, with the transaction still usable,
-    becomes a failure result here (nothing to undo; recorded in this same transaction, so the
-    refusal is settled once). One raised after a write, or with the transaction aborted, raises
-    BusinessFailure (see there). Other exceptions propagate.
+    A ToolBusinessError becomes a failure result, stored by the caller in the same transaction as
+    the consumption and the claim, so however many callers race, the tool runs once. What the tool
+    wrote before refusing is undone by a savepoint around it. A `read_only` tool has nothing to undo
+    and runs without one (two round trips saved, the most frequent calls); its statements are watched
+    (`track_writes`), and one that may change rows raises ReadOnlyViolation, whether or not the tool
+    went on to succeed. Other exceptions propagate.
     """
+    if not read_only:
+        try:
+            with transaction.atomic():
+                result, business_id = action()
+        except ToolBusinessError as error:
+            return ToolResult.failure(error.code, error.message), "", False
+        return result, business_id, True
     with track_writes() as writes:
         try:
-            result, business_id = action()
+            result, business_id, succeeded = *action(), True
         except ToolBusinessError as error:
-            if writes.wrote or not transaction_usable():
-                raise BusinessFailure(error) from error
-            return ToolResult.failure(error.code, error.message), "", False
-    return result, business_id, True
+            result, business_id, succeeded = ToolResult.failure(error.code, error.message), "", False
+    if writes.wrote:
+        raise ReadOnlyViolation("a tool declared read_only sent a statement that may change rows")
+    return result, business_id, succeeded
 
 
 def idempotency_execute(
@@ -91,16 +91,14 @@ def idempotency_execute(
     key: str,
     tool_name: str,
     arguments_hash: str,
-    action: Callable[[], tuple[ToolResult, str]] | None = None,
-    failure: ToolBusinessError | None = None,
+    action: Callable[[], tuple[ToolResult, str]],
+    read_only: bool = False,
 ) -> Outcome:
     """Claim `key` and run `action` once; must be called inside the caller's transaction.
 
-    action() -> (ToolResult, business_result_id), run by `run_action`: a ToolBusinessError is stored
-    as a FAILED result (replayed like a success), in this transaction when the action wrote nothing;
-    otherwise BusinessFailure is raised, and the caller rolls back and calls again with `failure=`
-    that error, which stores it without running anything. Any other exception propagates and rolls
-    the claim back with the caller's transaction.
+    action() -> (ToolResult, business_result_id), run by `run_action` (read_only: see there); a
+    ToolBusinessError is stored as a FAILED result and replayed like a success. Any other exception
+    propagates and rolls the claim back with the caller's transaction.
     Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
     """
     record_id = insert_row(IdempotencyRecord, {
@@ -112,10 +110,7 @@ def idempotency_execute(
         # winner's commit (a winner that rolled back lets this INSERT through instead), and this
         # read runs on a new READ COMMITTED snapshot, so it sees the winner's row.
         return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
-    if failure is not None:
-        result, business_id, succeeded = ToolResult.failure(failure.code, failure.message), "", False
-    else:
-        result, business_id, succeeded = run_action(action)
+    result, business_id, succeeded = run_action(action, read_only=read_only)
     status = Status.SUCCEEDED if succeeded else Status.FAILED
     update_row(IdempotencyRecord, record_id, {"status": status, "result": result.to_dict(),
                                               "business_result_id": business_id, "updated_at": clock.now()})

@@ -24,7 +24,7 @@ from tools.context import ToolContext
 from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
-from tools.idempotency import BusinessFailure, Outcome, idempotency_execute, idempotency_peek, run_action
+from tools.idempotency import Outcome, idempotency_execute, idempotency_peek, run_action
 from tools.masking import mask_mapping
 from tools.models import ApprovalPolicy, Tool
 from tools.policy import effective_policy
@@ -320,7 +320,7 @@ class ToolCallingManager:
             business_id = spec.business_result_id(data) if spec.business_result_id else ""
             return ToolResult.ok(limit_result(spec.result_converter(data))), business_id
 
-        def consume_and_execute(failure: ToolBusinessError | None = None) -> CallOutcome:
+        def consume_and_execute() -> CallOutcome:
             with transaction.atomic():
                 if confirmation_id is not None:
                     approvals.confirmation_consume(
@@ -329,11 +329,9 @@ class ToolCallingManager:
                     )
                 if key:
                     outcome = idempotency_execute(tenant_id=ctx.tenant_id, key=key, tool_name=spec.name,
-                                                  arguments_hash=audit.hash, action=action, failure=failure)
-                elif failure is not None:
-                    outcome = Outcome("EXECUTED", ToolResult.failure(failure.code, failure.message))
+                                                  arguments_hash=audit.hash, action=action, read_only=spec.read_only)
                 else:
-                    result, business_id, _ = run_action(action)
+                    result, business_id, _ = run_action(action, read_only=spec.read_only)
                     outcome = Outcome("EXECUTED", result, business_id)
                 if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
                     # DESIGN step 9: TOOLS_THROW_ON_ERROR propagates business failures too. Raising
@@ -346,13 +344,7 @@ class ToolCallingManager:
         try:
             # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
             # business change, audit row), so running it again executes the side effect once.
-            try:
-                return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
-            except BusinessFailure as failed:
-                # The tool refused (ToolBusinessError) after writing. No savepoint guarded it, so the
-                # whole attempt was rolled back with what it wrote; now record the refusal (consume,
-                # FAILED idempotency record, audit) in a new transaction without running the tool.
-                return retry_on_serialization_failure(lambda: consume_and_execute(failed.error))
+            return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
         except ConfirmationNotFound as error:

@@ -25,13 +25,13 @@ class ToolSpec:
     risk: LOW/MEDIUM/HIGH/CRITICAL. permission: Django permission ("app.codename") the user needs
     besides `use_tool`. policy: NONE/REQUESTER/APPROVERS/DENY (default from risk). quorum: approvals
     needed for APPROVERS (CRITICAL is never below 2). ttl_seconds: confirmation lifetime.
-    execute(ctx, params) -> dict: the business function; it runs inside the pipeline's transaction
-    without a savepoint, so it should raise ToolBusinessError before it writes (a refusal after a
-    write rolls the whole attempt back and is recorded afterwards; tools.idempotency.run_action).
-    validate(params): business rules, raises ToolValidationError. idempotency_key(ctx, params) ->
-    str | None. result_converter(data) -> dict: allow-list and masking. summarize(params) -> str:
-    what a human confirms. return_direct: results are the answer. business_result_id(data) -> str:
-    id recorded in audit.
+    execute(ctx, params) -> dict: the business function, run inside the pipeline's transaction; what
+    it wrote before raising ToolBusinessError is undone by a savepoint. read_only: it only reads (as
+    MCP's `readOnlyHint`); it then runs without the savepoint, and a write statement from it fails
+    the call (tools.idempotency.run_action). validate(params): business rules, raises
+    ToolValidationError. idempotency_key(ctx, params) -> str | None. result_converter(data) -> dict:
+    allow-list and masking. summarize(params) -> str: what a human confirms. return_direct: results
+    are the answer. business_result_id(data) -> str: id recorded in audit.
     """
 
     name: str
@@ -49,6 +49,7 @@ class ToolSpec:
     summarize: Callable[[Any], str] | None = None
     business_result_id: Callable[[Any], str] | None = None
     return_direct: bool = False
+    read_only: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

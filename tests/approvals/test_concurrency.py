@@ -3,7 +3,6 @@ of one confirmed call, many deliveries of one resume task, and approvers double-
 same time all lead to one execution. Real threads, lined up on a barrier; no mocks."""
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections import Counter
 
@@ -11,15 +10,14 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
-from agentplatform.runtime.receivers import enqueue_resume_on_commit
 from agentplatform.runtime.services import conversation_create
 from agentplatform.runtime.tasks import resume_run
 from agentplatform.tenancy.models import User
 from approvals import services as approvals
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import Approval, ConfirmationRequest
-from approvals.signals import confirmation_settled
-from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER, assistant, audit_rows, race, tool_context
+from tests.tools.support import (CANCEL_ARGS, ORDER, REFUND_ORDER, assistant, audit_rows, race, resume_not_enqueued,
+                                 tool_context)
 from tools.catalog.models import Cancellation, Order, Refund
 from tools.manager import ToolCallingManager
 from tools.models import IdempotencyRecord
@@ -27,19 +25,6 @@ from tools.models import IdempotencyRecord
 pytestmark = pytest.mark.postgres
 
 CALL = "call_cancel"
-RESUME_UID = "runtime.resume_on_settle"
-
-
-@contextlib.contextmanager
-def _resume_not_enqueued():
-    """Decide without the runtime enqueueing the resume, so the test can deliver it many times."""
-    confirmation_settled.disconnect(dispatch_uid=RESUME_UID)
-    try:
-        yield
-    finally:
-        confirmation_settled.connect(enqueue_resume_on_commit, dispatch_uid=RESUME_UID)
-
-
 def _race_consumers(requester, tool_name: str, arguments: dict, n: int = 20):
     """Gate a call of `tool_name`, confirm it with the requester's token, then let n threads consume
     and execute it at once. Returns (request id, each thread's ToolResult or exception)."""
@@ -80,7 +65,7 @@ def test_twenty_deliveries_of_one_resume_execute_once(transactional_db, requeste
     # given: a run waiting for a cancellation, confirmed, whose resume task is delivered 20 times
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     assert outcome.run.status == Run.Status.AWAITING_CONFIRMATION
-    with _resume_not_enqueued():
+    with resume_not_enqueued():
         approvals.confirmation_confirm(token=outcome.pending[0].token, user=requester)
 
     # when
@@ -164,3 +149,46 @@ def test_a_refusal_before_any_write_is_settled_once_by_twenty_consumers(transact
     assert not Cancellation.objects.exists()
     assert {r.code for r in results} <= {"ORDER_NOT_CANCELLABLE", "CONFIRMATION_INVALID"}
     assert Counter(r.decision for r in audit_rows(tool_call_id=CALL))["FAILED"] == 1
+
+
+def test_a_tool_that_writes_then_refuses_runs_once_for_racing_consumers(transactional_db, requester, install_tool):
+    # given: a confirmed call of a tool that writes, then calls out (counted), then refuses
+    import threading
+    import time
+
+    from django.db.models import F
+    from pydantic import BaseModel, ConfigDict
+
+    from tools.errors import ToolBusinessError
+    from tools.hashing import key_hash
+    from tools.registry import ToolSpec
+
+    outside_calls: list[int] = []
+    lock = threading.Lock()
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        order_id: str
+
+    def write_call_out_refuse(ctx, params):
+        Order.objects.filter(tenant_id=ctx.tenant_id, order_id=params.order_id).update(amount=F("amount") + 1)
+        with lock:
+            outside_calls.append(1)  # stands for an e-mail, a webhook, a payment provider
+        time.sleep(0.05)  # let the racers pile up behind this call
+        raise ToolBusinessError("frozen by finance", code="ORDER_FROZEN")
+
+    install_tool(ToolSpec(name="test_write_refuse", description="t", parameters=Args, execute=write_call_out_refuse,
+                          risk="HIGH", idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, "frozen", p.order_id)),
+                 users=[requester])
+    before = Order.objects.get(tenant=requester.tenant, order_id=ORDER).amount
+
+    # when: 20 threads consume it at once
+    request_id, results = _race_consumers(requester, "test_write_refuse", {"order_id": ORDER})
+
+    # then: the tool ran once, its write is undone, its refusal settled the call for everyone
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert len(outside_calls) == 1
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).amount == before
+    assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONSUMED
+    assert IdempotencyRecord.objects.get().status == IdempotencyRecord.Status.FAILED
+    assert {r.code for r in results} <= {"ORDER_FROZEN", "CONFIRMATION_INVALID"}

@@ -8,6 +8,7 @@ for the PostgreSQL concurrency tests.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import uuid
@@ -167,3 +168,17 @@ def race(n: int, prepare: Callable[[int], Any], act: Callable[[Any], Any]) -> li
 
     with ThreadPoolExecutor(max_workers=n) as pool:
         return list(pool.map(worker, range(n)))
+
+
+@contextlib.contextmanager
+def resume_not_enqueued() -> Iterator[None]:
+    """Decide without the runtime enqueueing the resume, so the test resumes (or claims) the run itself."""
+    from agentplatform.runtime.receivers import enqueue_resume_on_commit
+    from approvals.signals import confirmation_settled
+
+    uid = "runtime.resume_on_settle"
+    confirmation_settled.disconnect(dispatch_uid=uid)
+    try:
+        yield
+    finally:
+        confirmation_settled.connect(enqueue_resume_on_commit, dispatch_uid=uid)

@@ -1,8 +1,7 @@
 """A tool that refuses (ToolBusinessError) after it already wrote: the write is undone, the refusal
-is stored and audited once, and it is replayed without running the tool again.
-
-No savepoint guards a tool's execution (tools.idempotency.BusinessFailure): the whole attempt rolls
-back and the refusal is recorded in a second transaction. These tests pin what that must preserve.
+is stored and audited once, and it is replayed without running the tool again. A tool declared
+read_only runs without that savepoint; if it writes anyway, the call fails and nothing stays.
+(tools.idempotency.run_action)
 """
 from __future__ import annotations
 
@@ -40,10 +39,10 @@ def _bump_then_refuse(ctx: ToolContext, params: BumpOrder) -> dict[str, Any]:
     raise ToolBusinessError("the order is frozen by finance", code="ORDER_FROZEN")
 
 
-def _spec(name: str, *, risk: str = "LOW", keyed: bool = True) -> ToolSpec:
+def _spec(name: str, *, risk: str = "LOW", keyed: bool = True, read_only: bool = False, execute=None) -> ToolSpec:
     return ToolSpec(
         name=name, description="Bump an order, then refuse (test tool).", parameters=BumpOrder,
-        execute=_bump_then_refuse, risk=risk,
+        execute=execute or _bump_then_refuse, risk=risk, read_only=read_only,
         idempotency_key=(lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, name, p.order_id))
         if keyed else None,
     )
@@ -121,3 +120,42 @@ def test_refusal_of_a_confirmed_call_consumes_the_confirmation(db, requester, in
     # and: consuming the same confirmation again executes nothing
     again = ToolCallingManager().execute_tool_calls(ctx, message).outcomes[0].result
     assert again.success is False and calls == [ORDER]
+
+
+def _bump(ctx: ToolContext, params: BumpOrder) -> dict[str, Any]:
+    calls.append(params.order_id)
+    Order.objects.filter(tenant_id=ctx.tenant_id, order_id=params.order_id).update(amount=F("amount") + 1)
+    return {"order_id": params.order_id}
+
+
+def test_a_read_only_tool_that_writes_fails_and_its_write_is_rolled_back(db, requester, install_tool):
+    # given: two tools declared read_only that write anyway, one succeeding and one refusing
+    install_tool(_spec("test_ro_bump", read_only=True, execute=_bump), users=[requester])
+    install_tool(_spec("test_ro_bump_refuse", read_only=True), users=[requester])
+    before = _amount(requester)
+    ctx = tool_context(requester, conversation_create(user=requester).pk)
+
+    for name in ("test_ro_bump", "test_ro_bump_refuse"):
+        result = ToolCallingManager().execute_tool_calls(
+            ctx, assistant(("call_" + name, name, {"order_id": ORDER}))).outcomes[0].result
+
+        # then: the call fails closed, the write is gone, no idempotency record claims it ran
+        assert (result.success, result.code) == (False, "TOOL_EXECUTION_FAILED")
+        assert _amount(requester) == before
+        assert not IdempotencyRecord.objects.filter(tool_name=name).exists()
+        assert [r.decision for r in audit_rows(tool_name=name)] == ["FAILED"]
+
+
+def test_a_read_only_tool_runs_without_a_savepoint(transactional_db, requester):
+    # transactional_db: no test transaction around the call, so its own atomic block is a real
+    # transaction and any SAVEPOINT seen would be the tool's
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    ctx = tool_context(requester, conversation_create(user=requester).pk)
+    manager = ToolCallingManager()
+    _, ctx = manager.resolve(ctx)
+    with CaptureQueriesContext(connection) as captured:
+        result = manager.execute_tool_calls(ctx, assistant(("call_l", "list_orders", {}))).outcomes[0].result
+    assert result.success
+    assert not [q for q in captured.captured_queries if "SAVEPOINT" in q["sql"].upper()]
