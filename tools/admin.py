@@ -21,24 +21,24 @@ from tools.registry import registry
 from tools.services import tenant_tool_set_enabled
 
 
-class TenantPolicyOnToolInline(admin.TabularInline):
-    """Which tenants get this tool (TenantToolPolicy rows; a tenant without a row does not)."""
-
+class _TenantToolPolicyInline(admin.TabularInline):
     model = TenantToolPolicy
-    fields = ("tenant", "enabled", "updated_at")
     readonly_fields = ("updated_at",)
     extra = 0
+
+
+class TenantPolicyOnToolInline(_TenantToolPolicyInline):
+    """Which tenants get this tool (TenantToolPolicy rows; a tenant without a row does not)."""
+
+    fields = ("tenant", "enabled", "updated_at")
     verbose_name = "tenant whitelist entry"
     verbose_name_plural = "tenant whitelist (a tenant without an enabled row is not offered this tool)"
 
 
-class ToolPolicyOnTenantInline(admin.TabularInline):
+class ToolPolicyOnTenantInline(_TenantToolPolicyInline):
     """The tools this tenant is offered (TenantToolPolicy rows)."""
 
-    model = TenantToolPolicy
     fields = ("tool", "enabled", "updated_at")
-    readonly_fields = ("updated_at",)
-    extra = 0
     verbose_name = "tool whitelist entry"
     verbose_name_plural = "tool whitelist (unchecked or missing = not offered in this tenant)"
 

@@ -75,9 +75,10 @@ def run_action(action: Callable[[], tuple[ToolResult, str]], *, read_only: bool)
         except ToolBusinessError as error:
             return ToolResult.failure(error.code, error.message), "", False
         return result, business_id, True
+    succeeded = True
     with track_writes() as writes:
         try:
-            result, business_id, succeeded = *action(), True
+            result, business_id = action()
         except ToolBusinessError as error:
             result, business_id, succeeded = ToolResult.failure(error.code, error.message), "", False
     if writes.wrote:

@@ -36,15 +36,11 @@ class JSONLinesRenderer(BaseRenderer):
         return json.dumps(data, cls=DjangoJSONEncoder).encode("utf-8")
 
 
-class CSVRenderer(BaseRenderer):
-    """`?format=csv` or `Accept: text/csv` (the view streams the body)."""
+class CSVRenderer(JSONLinesRenderer):
+    """`?format=csv` or `Accept: text/csv` (the view streams the body; only errors are rendered here)."""
 
     media_type = "text/csv"
     format = "csv"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        return json.dumps(data, cls=DjangoJSONEncoder).encode("utf-8")
 
 
 def event_row(event: AuditEvent) -> dict[str, Any]:

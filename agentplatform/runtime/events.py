@@ -31,7 +31,9 @@ class EventRecorder:
         """last_seq: the run's highest stored seq when the caller read it already (else queried)."""
         self.run = run
         self.listener = listener
-        self.seq = run.events.aggregate(m=Max("seq"))["m"] or 0 if last_seq is None else last_seq
+        if last_seq is None:
+            last_seq = run.events.aggregate(m=Max("seq"))["m"] or 0
+        self.seq = last_seq
         self._text = ""
         self._stored_at = _monotonic()
 
