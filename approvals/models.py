@@ -10,8 +10,15 @@ from django.db import models
 class ConfirmationRequest(models.Model):
     """One pending gated tool call, bound to tenant, user, conversation, tool, arguments hash and expiry.
 
-    States (seed 002 section 14): PENDING -> CONFIRMED -> CONSUMED, or EXPIRED, CANCELLED.
-    Only the SHA-256 of the requester's token is stored (`token_hash`); approver-gated
+    States (seed 002 section 14, extended; docs/decisions.md): PENDING -> CONFIRMED -> CONSUMED,
+    or PENDING -> EXPIRED (nobody decided in time; a CONFIRMED request never expires),
+    CANCELLED (the requester declined, an approver rejected, or the run was cancelled),
+    SUPERSEDED (a newer request for the same business action replaced it), REFUSED (confirmed,
+    but the policy, permissions, whitelist, precheck or idempotency record in force at consume
+    time refused it; nothing ran). A CONFIRMED request whose policy became stricter goes back to
+    PENDING under the new policy (audited REGATED). `decided_by` / `decision_reason` say who ended
+    it and why; `outcome_code` what happened at execution (OK, a business failure code, or the
+    refusal code). Only the SHA-256 of the requester's token is stored (`token_hash`); approver-gated
     requests have no token. `arguments` are the validated, normalised parameters that will
     run: on approval the stored call is executed, never what a client sends back later.
     """
@@ -22,6 +29,8 @@ class ConfirmationRequest(models.Model):
         CONSUMED = "CONSUMED"
         EXPIRED = "EXPIRED"
         CANCELLED = "CANCELLED"
+        SUPERSEDED = "SUPERSEDED"
+        REFUSED = "REFUSED"
 
     class Policy(models.TextChoices):
         REQUESTER = "REQUESTER", "Requester confirmation"
@@ -50,6 +59,16 @@ class ConfirmationRequest(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     consumed_at = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+", help_text="Who ended the request (empty: the platform).")
+    decision_reason = models.CharField(max_length=500, blank=True,
+                                       help_text="Why it ended: a rejection's reason, what superseded it, ...")
+    outcome_code = models.CharField(max_length=64, blank=True,
+                                    help_text="What happened when it was consumed: OK, a failure or refusal code.")
+    idempotency_key = models.CharField(max_length=128, blank=True, db_index=True,
+                                       help_text="The call's idempotency key: a newer request with it supersedes.")
+    business_object = models.CharField(max_length=200, blank=True,
+                                       help_text="The business object the call acts on, when the tool declares it.")
 
     class Meta:
         ordering = ["-created_at"]

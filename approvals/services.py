@@ -11,9 +11,10 @@ import hashlib
 import re
 import secrets
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 
 from agentplatform import clock
 from agentplatform.db import update_row
@@ -30,7 +31,14 @@ from approvals.signals import confirmation_settled
 from audit import events
 
 Status = ConfirmationRequest.Status
+Policy = ConfirmationRequest.Policy
+# Requests still waiting for a human. Only these expire: a CONFIRMED request is a decision already
+# made, kept until its turn settles, and is never relabelled EXPIRED (docs/decisions.md).
+UNDECIDED = (Status.PENDING,)
+# Requests a newer intent for the same business action supersedes (item 7 of docs/decisions.md).
 OPEN_STATES = (Status.PENDING, Status.CONFIRMED)
+# Strictness of the approval policies that gate a call (NONE < REQUESTER < APPROVERS).
+POLICY_RANK = {"NONE": 0, Policy.REQUESTER: 1, Policy.APPROVERS: 2}
 TOKEN_BYTES = 32  # 256 random bits (issue 2, item 5)
 
 
@@ -107,8 +115,11 @@ def confirmation_create(
     quorum: int,
     ttl_seconds: int,
     context_excerpt: str = "",
+    idempotency_key: str = "",
+    business_object: str = "",
 ) -> tuple[ConfirmationRequest, str | None]:
-    """Create a PENDING request for one gated call.
+    """Create a PENDING request for one gated call; older open requests for the same business
+    action (same idempotency key, or same declared business object) become SUPERSEDED.
 
     Returns (request, raw_token). The raw token (256 random bits, url-safe) exists only for
     requester-confirmed calls and is returned once; only its SHA-256 is stored. Approver-gated
@@ -137,7 +148,10 @@ def confirmation_create(
         token_hash=digest,
         context_excerpt=context_excerpt[:2000],
         expires_at=clock.now() + datetime.timedelta(seconds=ttl_seconds),
+        idempotency_key=idempotency_key[:128],
+        business_object=business_object[:200],
     )
+    confirmations_supersede(request=request)
     return request, raw_token
 
 
@@ -155,7 +169,7 @@ def _lock_by_token(token: str, user) -> ConfirmationRequest:
 
 
 def _require_open(request: ConfirmationRequest, *, now: datetime.datetime) -> None:
-    if request.status == Status.EXPIRED or (request.status in OPEN_STATES and request.expires_at <= now):
+    if request.status == Status.EXPIRED or (request.status in UNDECIDED and request.expires_at <= now):
         raise ConfirmationExpired(f"confirmation {request.id} expired at {request.expires_at.isoformat()}")
     if request.status != Status.PENDING:
         raise ConfirmationAlreadyDecided(f"confirmation {request.id} is already {request.status}")
@@ -183,17 +197,20 @@ def _confirm_by_token(*, actor, token: str, cancel: bool) -> ConfirmationRequest
     except DomainError as error:
         error.request_id = request.id  # type: ignore[attr-defined]
         raise
+    request.decided_by_id = actor.pk
     if cancel:
         request.status = Status.CANCELLED
         request.decided_at = now
+        request.decision_reason = "declined by the requester"
         decision = "CANCELLED"
     else:
         request.status = Status.CONFIRMED
         request.confirmed_at = request.decided_at = now
         decision = "CONFIRMED"
-    # The row is locked (_lock_by_token): a plain UPDATE of the three fields, one round trip.
+    # The row is locked (_lock_by_token): a plain UPDATE of the changed fields, one round trip.
     update_row(ConfirmationRequest, request.pk, {"status": request.status, "confirmed_at": request.confirmed_at,
-                                                 "decided_at": request.decided_at})
+                                                 "decided_at": request.decided_at, "decided_by": actor.pk,
+                                                 "decision_reason": request.decision_reason})
     _audit_request(request, decision=decision, actor_id=actor.pk)
     _settle(request)
     return request
@@ -243,10 +260,13 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     if not approve:
         request.status = Status.CANCELLED
         request.decided_at = now
+        request.decided_by = actor
+        request.decision_reason = comment[:500]
     elif request.approvals.filter(decision=Approval.Decision.APPROVE).count() >= request.quorum:
         request.status = Status.CONFIRMED
         request.confirmed_at = request.decided_at = now
-    request.save(update_fields=["status", "confirmed_at", "decided_at"])
+        request.decided_by = actor
+    request.save(update_fields=["status", "confirmed_at", "decided_at", "decided_by", "decision_reason"])
     _audit_request(request, decision="APPROVED" if approve else "REJECTED", actor_id=actor.pk, message=comment[:200])
     if request.status != Status.PENDING:
         _settle(request)
@@ -273,6 +293,66 @@ def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> Conf
     return _guarded(_decide, actor=approver, request_id=request_id, approve=False, comment=reason.strip())
 
 
+class ConsumeRefused(DomainError):
+    """The decision no longer holds at consume time and the call must not run (nothing ran).
+
+    Raised inside the consuming transaction (which rolls back); the caller records it afterwards
+    with `confirmation_refuse`. `code`: POLICY_DENIED, TOOL_DISABLED, PERMISSION_DENIED, a
+    precheck's business code, or IDEMPOTENCY_CONFLICT.
+    """
+
+    code = "CONSUME_REFUSED"
+
+
+@dataclass(frozen=True)
+class Regate:
+    """What a request needs now that the policy in force became stricter than what it carries.
+
+    Raised as `ConfirmationRegated` inside the consuming transaction; the caller applies it after
+    the rollback with `confirmation_regate`. policy: "APPROVERS". quorum: approvals needed now.
+    reason: why, in words for the requester and the audit trail.
+    """
+
+    policy: str
+    quorum: int
+    risk: str
+    ttl_seconds: int
+    reason: str
+
+
+class ConfirmationRegated(DomainError):
+    """The policy in force at consume time is stricter than the decision carried: wait again."""
+
+    code = "CONFIRMATION_REGATED"
+
+    def __init__(self, regate: Regate) -> None:
+        super().__init__(regate.reason)
+        self.regate = regate
+
+
+def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
+    """The APPROVE decisions on `request` whose approvers still stand now: active, of the request's
+    tenant, not its requester, and holding `tools.approve_tool` on its tool (DESIGN section 8:
+    each counted approver's standing is evaluated again at consume time). Approvers are distinct
+    by the `one_decision_per_approver` constraint."""
+    approvals = Approval.objects.filter(request_id=request.pk, decision=Approval.Decision.APPROVE) \
+        .select_related("approver")
+    return [a for a in approvals
+            if a.approver.is_active and a.approver.tenant_id == request.tenant_id
+            and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)]
+
+
+def _required(stored: ConfirmationRequest, *, policy: str, quorum: int) -> tuple[str, int]:
+    """The policy and quorum a decision must satisfy now: the stricter of what it was asked under
+    and what is in force (a looser policy never lowers what was already asked)."""
+    now_rank, stored_rank = POLICY_RANK.get(policy, 0), POLICY_RANK.get(stored.policy, 0)
+    if now_rank > stored_rank:
+        return policy, quorum
+    if now_rank < stored_rank or policy != Policy.APPROVERS:
+        return stored.policy, stored.quorum
+    return Policy.APPROVERS, max(quorum, stored.quorum)
+
+
 def confirmation_consume(
     *,
     request_id: uuid.UUID,
@@ -281,51 +361,157 @@ def confirmation_consume(
     conversation_id: uuid.UUID,
     tool_name: str,
     arguments_hash: str,
+    policy: str,
+    quorum: int,
+    risk: str,
+    ttl_seconds: int,
 ) -> None:
-    """Consume a CONFIRMED request with one compare-and-set (DESIGN step 7). Call inside the
-    transaction that executes the call, so consumption and side effect commit together.
+    """Consume a CONFIRMED request with one compare-and-set (DESIGN step 7), then check that the
+    decision it carries satisfies the policy in force now. Call inside the transaction that
+    executes the call, so consumption and side effect commit (or roll back) together.
 
-    Returns nothing (one UPDATE on the success path; the governed call reads nothing back). Raises ConfirmationExpired when past expiry, or
-    ConfirmationNotFound (code CONFIRMATION_INVALID) for any binding mismatch, a replay,
-    or a request that is not CONFIRMED.
+    policy / quorum / risk / ttl_seconds: the tool's effective policy now (tools.policy).
+    Decisions are evaluated again here (DESIGN section 8; docs/decisions.md): a policy that
+    became stricter (REQUESTER -> APPROVERS, a higher quorum, an approver who lost
+    `approve_tool`) raises ConfirmationRegated; DENY raises ConsumeRefused(POLICY_DENIED). A
+    looser policy keeps what was already asked. A CONFIRMED request does not expire.
+
+    Returns nothing. Raises ConfirmationExpired when the request expired undecided, or
+    ConfirmationNotFound (code CONFIRMATION_INVALID) for any binding mismatch, a replay, or a
+    request that is not CONFIRMED; ConfirmationRegated, ConsumeRefused as above.
     """
     now = clock.now()
     consumed = ConfirmationRequest.objects.filter(
         pk=request_id,
         status=Status.CONFIRMED,
-        expires_at__gt=now,
         tenant_id=tenant_id,
         user_id=user_id,
         conversation_id=conversation_id,
         tool_name=tool_name,
         arguments_hash=arguments_hash,
     ).update(status=Status.CONSUMED, consumed_at=now)
-    if consumed == 1:
+    if consumed != 1:
+        request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
+        if request is not None and (request.status == Status.EXPIRED
+                                    or (request.status in UNDECIDED and request.expires_at <= now)):
+            raise ConfirmationExpired("the confirmation expired before it was used")
+        raise ConfirmationNotFound("no consumable confirmation for exactly this call")
+    if policy == "DENY":
+        raise ConsumeRefused(f"the policy of {tool_name} now denies every call", code="POLICY_DENIED")
+    stored = ConfirmationRequest.objects.select_related("tool").get(pk=request_id)
+    needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
+    if needed_policy != Policy.APPROVERS:
         return
-    request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
-    if request is not None and request.status in OPEN_STATES and request.expires_at <= now:
-        raise ConfirmationExpired("the confirmation expired before it was used")
-    if request is not None and request.status == Status.EXPIRED:
-        raise ConfirmationExpired("the confirmation expired before it was used")
-    raise ConfirmationNotFound("no consumable confirmation for exactly this call")
+    counted = len(standing_approvals(stored)) if stored.policy == Policy.APPROVERS else 0
+    if counted >= needed_quorum:
+        return
+    if stored.policy != Policy.APPROVERS:
+        why = (f"the policy of {tool_name} changed after you confirmed: it now needs {needed_quorum} "
+               f"approver(s) (risk {risk})")
+    elif needed_quorum > stored.quorum:
+        why = (f"the quorum of {tool_name} was raised to {needed_quorum} after the request was approved "
+               f"({counted} approval(s) count)")
+    else:
+        why = (f"only {counted} of the {needed_quorum} approvals still count: an approver lost the right to "
+               f"approve {tool_name} or left the tenant")
+    raise ConfirmationRegated(Regate(policy=Policy.APPROVERS, quorum=needed_quorum, risk=risk,
+                                     ttl_seconds=ttl_seconds, reason=why))
+
+
+@transaction.atomic(durable=True)
+def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> ConfirmationRequest | None:
+    """Put a CONFIRMED request back to PENDING under the stricter policy in force (new policy,
+    quorum and risk, a fresh TTL, the requester's token void; approvals that still stand keep
+    counting). Audited as CONFIRMATION_REQUIRED with status REGATED and the reason.
+
+    Returns the request, or None when it was no longer CONFIRMED (another consumer got there).
+    """
+    now = clock.now()
+    changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED).update(
+        status=Status.PENDING, policy=regate.policy, quorum=regate.quorum, risk=regate.risk, token_hash=None,
+        confirmed_at=None, decided_at=None, decided_by=None,
+        expires_at=now + datetime.timedelta(seconds=regate.ttl_seconds), decision_reason=regate.reason[:500],
+    )
+    if changed != 1:
+        return None
+    request = ConfirmationRequest.objects.get(pk=request_id)
+    _audit_request(request, decision="CONFIRMATION_REQUIRED", actor_id=None, status="REGATED",
+                   message=regate.reason)
+    return request
+
+
+@transaction.atomic(durable=True)
+def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str) -> bool:
+    """End a CONFIRMED request that could not be consumed (REFUSED, `outcome_code` = code), after
+    the consuming transaction rolled back. Audited as REFUSED. Returns False when the request was
+    no longer CONFIRMED."""
+    now = clock.now()
+    changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED).update(
+        status=Status.REFUSED, outcome_code=code[:64], decision_reason=message[:500], decided_at=now)
+    if changed != 1:
+        return False
+    request = ConfirmationRequest.objects.get(pk=request_id)
+    _audit_request(request, decision="REFUSED", actor_id=None, status=code, message=message)
+    return True
+
+
+def confirmation_record_outcome(*, request_id: uuid.UUID, code: str) -> None:
+    """Store what happened when a request was consumed (OK, a business failure code,
+    IDEMPOTENT_HIT). Call inside the consuming transaction; one UPDATE."""
+    update_row(ConfirmationRequest, request_id, {"outcome_code": code[:64]})
+
+
+def confirmations_supersede(*, request: ConfirmationRequest) -> list[uuid.UUID]:
+    """Mark the older open requests (PENDING or CONFIRMED, not yet consumed) for the same business
+    action as `request` SUPERSEDED: the same tenant and tool, and the same idempotency key, or the
+    same declared business object. Only the latest intent can then be approved (docs/decisions.md).
+    Each is audited (CANCELLED, status SUPERSEDED) and settled, so its run answers the call.
+    Call inside the transaction that created `request`. Returns the superseded ids."""
+    if not request.idempotency_key and not request.business_object:
+        return []
+    older = ConfirmationRequest.objects.filter(tenant_id=request.tenant_id, tool_name=request.tool_name,
+                                               status__in=OPEN_STATES).exclude(pk=request.pk)
+    same = models.Q()
+    if request.idempotency_key:
+        same |= models.Q(idempotency_key=request.idempotency_key)
+    if request.business_object:
+        same |= models.Q(business_object=request.business_object)
+    superseded = []
+    reason = f"superseded by a newer request for the same action ({request.summary[:200]})"
+    for old in older.filter(same).order_by("created_at"):
+        changed = ConfirmationRequest.objects.filter(pk=old.pk, status=old.status).update(
+            status=Status.SUPERSEDED, decided_at=clock.now(), decision_reason=reason[:500], outcome_code="SUPERSEDED")
+        if changed != 1:
+            continue
+        old.status = Status.SUPERSEDED
+        _audit_request(old, decision="CANCELLED", actor_id=None, status="SUPERSEDED",
+                       message=f"superseded by request {request.pk}")
+        _settle(old)
+        superseded.append(old.pk)
+    return superseded
 
 
 @transaction.atomic
-def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: int = 500) -> list[uuid.UUID]:
-    """Mark PENDING/CONFIRMED requests past `expires_at` EXPIRED, audit each, and settle them.
+def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: int = 500,
+                         tenant_id: int | None = None) -> list[uuid.UUID]:
+    """Mark PENDING requests past `expires_at` EXPIRED, audit each, and settle them (a CONFIRMED
+    request is a decision already made and never expires; it runs when its turn settles).
 
-    `request_ids` restricts the sweep (used right after a late decision). Returns the ids expired
-    by this call; a request expired concurrently by another sweeper is not returned twice.
+    `request_ids` restricts the sweep (used right after a late decision); `tenant_id` restricts
+    it to one tenant (settle-on-read). Returns the ids expired by this call; a request expired
+    concurrently by another sweeper is not returned twice.
     """
     now = clock.now()
-    due = ConfirmationRequest.objects.filter(status__in=OPEN_STATES, expires_at__lte=now)
+    due = ConfirmationRequest.objects.filter(status__in=UNDECIDED, expires_at__lte=now)
     if request_ids is not None:
         due = due.filter(pk__in=request_ids)
+    if tenant_id is not None:
+        due = due.filter(tenant_id=tenant_id)
     expired: list[uuid.UUID] = []
     for request in due.order_by("expires_at")[:limit]:
         changed = ConfirmationRequest.objects.filter(pk=request.pk, status=request.status).update(
-            status=Status.EXPIRED, decided_at=now
-        )
+            status=Status.EXPIRED, decided_at=now, outcome_code="CONFIRMATION_EXPIRED",
+            decision_reason="nobody decided before the deadline")
         if changed != 1:
             continue
         request.status = Status.EXPIRED
@@ -333,6 +519,34 @@ def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: i
         _settle(request)
         expired.append(request.pk)
     return expired
+
+
+def confirmations_expire_due(*, tenant_id: int | None = None) -> int:
+    """Settle-on-read: expire what is due (of one tenant) before a page, list or run is read, so
+    expiry holds within a read of the deadline even without a beat scheduler (docs/decisions.md).
+    Cheap when nothing is due (one indexed SELECT). Returns how many expired."""
+    if not ConfirmationRequest.objects.filter(status__in=UNDECIDED, expires_at__lte=clock.now(),
+                                              **({"tenant_id": tenant_id} if tenant_id else {})).exists():
+        return 0
+    return len(confirmations_expire(tenant_id=tenant_id))
+
+
+@transaction.atomic
+def confirmations_cancel_for_run(*, run_id: uuid.UUID, actor_id: int | None, reason: str) -> list[uuid.UUID]:
+    """Cancel every open request (PENDING or CONFIRMED) of a run that is being cancelled or has
+    ended: CANCELLED with the reason, audited (status RUN_ENDED). No settle signal: the run is not
+    resumed. Returns the ids cancelled."""
+    cancelled = []
+    for request in ConfirmationRequest.objects.filter(run_id=run_id, status__in=OPEN_STATES):
+        changed = ConfirmationRequest.objects.filter(pk=request.pk, status=request.status).update(
+            status=Status.CANCELLED, decided_at=clock.now(), decided_by=actor_id, decision_reason=reason[:500],
+            outcome_code="RUN_ENDED")
+        if changed != 1:
+            continue
+        request.status = Status.CANCELLED
+        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status="RUN_ENDED", message=reason)
+        cancelled.append(request.pk)
+    return cancelled
 
 
 @transaction.atomic(durable=True)

@@ -15,7 +15,11 @@ class ToolContext:
     offered in this run; a call to any other name is not resolved. confirmations: on resume,
     tool_call_id -> ConfirmationRequest id to consume. conversation_excerpt: recent user text shown
     to approvers, or a zero-argument callable returning it, called only when a confirmation is
-    requested (read it with `excerpt()`). Never carries a raw confirmation token.
+    requested (read it with `excerpt()`). fence: a zero-argument callable the pipeline calls inside
+    the transaction that consumes a confirmation or claims an idempotency record, before anything
+    runs; the runtime's fence raises when this process no longer holds the run (its lease was taken
+    over), so a stale holder can never execute (docs/decisions.md). Never carries a raw
+    confirmation token.
     """
 
     tenant: Any
@@ -29,6 +33,7 @@ class ToolContext:
     # The tools resolved for this run (name -> (ToolSpec, Tool row)), set by ToolCallingManager.resolve;
     # calls that consume no confirmation resolve against it instead of querying again (DESIGN step 1).
     offered_tools: Any = field(default=None, compare=False, repr=False)
+    fence: Any = field(default=None, compare=False, repr=False)
 
     @property
     def tenant_id(self) -> int:
@@ -54,3 +59,10 @@ def _replace(ctx: ToolContext, **changes: Any) -> ToolContext:
     from dataclasses import replace
 
     return replace(ctx, **changes)
+
+
+class FenceLost(Exception):
+    """Raised by a ToolContext's `fence` when this process no longer holds the run; the pipeline
+    propagates it (nothing executes) and the caller stops. `code` is the stable code to report."""
+
+    code = "RUN_TAKEN_OVER"

@@ -19,8 +19,9 @@ from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound
+from approvals.services import ConfirmationRegated, ConsumeRefused
 from audit import events, metrics
-from tools.context import ToolContext
+from tools.context import FenceLost, ToolContext
 from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
@@ -30,7 +31,7 @@ from tools.models import ApprovalPolicy, Tool
 from tools.policy import effective_policy
 from tools.registry import ToolSpec
 from tools.results import ToolResult
-from tools.selectors import offered_tools, tool_available_to_tenant
+from tools.selectors import offered_tools, tool_available_to_tenant, tool_unavailable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +63,16 @@ class PendingConfirmation:
     quorum: int
     expires_at: str
     token: str | None = field(default=None, repr=False)
+    reason: str = ""  # why it waits again (the policy became stricter after a decision), else ""
 
     def public(self) -> dict[str, Any]:
         """The client-facing shape without the token."""
-        return {"confirmation_id": self.confirmation_id, "tool_call_id": self.tool_call_id, "tool": self.tool,
+        body = {"confirmation_id": self.confirmation_id, "tool_call_id": self.tool_call_id, "tool": self.tool,
                 "summary": self.summary, "risk": self.risk, "needs": self.needs, "quorum": self.quorum,
                 "expires_at": self.expires_at}
+        if self.reason:
+            body["reason"] = self.reason
+        return body
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,17 @@ class ToolExecutionResult:
 
     @property
     def pending(self) -> list[PendingConfirmation]:
-        return [o.pending for o in self.outcomes if o.pending is not None]
+        """One entry per waiting confirmation request (identical calls of a turn share one)."""
+        seen: dict[str, PendingConfirmation] = {}
+        for o in self.outcomes:
+            if o.pending is not None:
+                seen.setdefault(o.pending.confirmation_id, o.pending)
+        return list(seen.values())
+
+    @property
+    def pending_calls(self) -> dict[str, str]:
+        """tool_call_id -> confirmation id of every waiting call (what the run stores)."""
+        return {o.pending.tool_call_id: o.pending.confirmation_id for o in self.outcomes if o.pending is not None}
 
     @property
     def must_wait(self) -> bool:
@@ -136,7 +151,7 @@ def _propagates(error: BaseException) -> bool:
     """DESIGN step 9: which exceptions reach the caller instead of becoming a failure result."""
     if settings.TOOLS_THROW_ON_ERROR:
         return True
-    if isinstance(error, (PermissionDenied, DatabaseError, OSError)):
+    if isinstance(error, (PermissionDenied, DatabaseError, OSError, FenceLost)):
         return True
     return any(isinstance(error, import_string(path)) for path in settings.TOOLS_PROPAGATE_EXCEPTIONS)
 
@@ -178,14 +193,15 @@ class ToolCallingManager:
             offered = {name: pair for name, pair in offered.items() if name in ctx.offered}
         return offered
 
-    def resolve(self, ctx: ToolContext) -> tuple[list[dict[str, Any]], ToolContext]:
+    def resolve(self, ctx: ToolContext, *, refresh: bool = False) -> tuple[list[dict[str, Any]], ToolContext]:
         """Resolve the tools offered to this context's user now (enabled, allowed for the tenant,
         `use_tool` and the tool's permission held). Returns (OpenAI tool schemas, the context bound
         to that set, for the calls of this run). Tools not offered are not sent to the model at all.
 
         A context that already carries a resolved set with no confirmation left to consume (a
-        resumed run, whose consume re-queried the set a moment ago) keeps that set."""
-        if ctx.offered_tools is not None and not ctx.confirmations:
+        resumed run, whose consume re-queried the set a moment ago) keeps that set, unless `refresh`
+        (the loop refreshes before every later model call of a run)."""
+        if ctx.offered_tools is not None and not ctx.confirmations and not refresh:
             offered = ctx.offered_tools
         else:
             offered = offered_tools(user=ctx.user)
@@ -212,11 +228,12 @@ class ToolCallingManager:
         emit = on_event or (lambda kind, payload: None)
         offered = self.offered(ctx)
         outcomes = []
+        turn: dict[tuple[str, str], CallOutcome] = {}
         for call in parse_tool_calls(assistant_message):
             if only is not None and call.id not in only:
                 continue
             emit("TOOL_CALL_STARTED", {"tool_call_id": call.id, "tool": call.name})
-            outcome = self.execute_call(ctx, call, offered)
+            outcome = self.execute_call(ctx, call, offered, turn=turn)
             if outcome.pending is not None:
                 emit("CONFIRMATION_REQUIRED", outcome.pending.public())
             else:
@@ -227,39 +244,78 @@ class ToolCallingManager:
 
     # -- one call ---------------------------------------------------------------------------------
 
-    def execute_call(self, ctx: ToolContext, call: ToolCall, offered: dict[str, tuple[ToolSpec, Tool]]) -> CallOutcome:
-        """Run one call through steps 1-11. See `execute_tool_calls` for the errors raised."""
+    def execute_call(self, ctx: ToolContext, call: ToolCall, offered: dict[str, tuple[ToolSpec, Tool]], *,
+                     turn: dict[tuple[str, str], CallOutcome] | None = None) -> CallOutcome:
+        """Run one call through steps 1-11. See `execute_tool_calls` for the errors raised.
+
+        turn: the gated calls of this model turn so far by (tool, arguments hash); an identical
+        gated call shares the first one's confirmation request and outcome (one human decision,
+        one execution, both call ids answered). A call that consumes a confirmation
+        (`ctx.confirmations`) is judged again against what is in force now: a tool no longer
+        offered, a permission lost or a DENY policy refuse the request (REFUSED) and answer the
+        model with TOOL_DISABLED / PERMISSION_DENIED / POLICY_DENIED instead of raising.
+        """
         started = time.perf_counter()
         audit = _CallAudit(ctx, call, started)
+        confirmation_id = ctx.confirmations.get(call.id)
         try:
-            spec, row = self._resolve(ctx, call, offered, audit)
+            spec, row = self._resolve(ctx, call, offered, audit, confirmation_id)
             params = self._parse_and_validate(spec, call, audit)
             normalized = params.model_dump(mode="json")
             audit.arguments(normalized)
-            self._authorize(ctx, spec, audit)
+            self._authorize(ctx, spec, audit, confirmation_id)
             policy = effective_policy(spec, row)
             audit.policy = policy.policy
             if policy.policy == ApprovalPolicy.DENY:
-                raise _Stop(audit.stop("DENIED", ToolResult.failure("POLICY_DENIED", "the tool policy denies this call")))
+                raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(
+                    "POLICY_DENIED", "the tool policy denies this call")))
             key = spec.idempotency_key(ctx, params) if spec.idempotency_key else None
             audit.idempotency_key = key or ""
-            confirmation_id = None
-            if policy.gated:
-                confirmation_id = ctx.confirmations.get(call.id)
-                if confirmation_id is None:
-                    # Repeating a finished action answers from its record instead of asking a human.
-                    earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) \
-                        if key else None
-                    if earlier is not None:
-                        return self._finish(spec, call, earlier, audit)
-                    return self._request_confirmation(ctx, call, spec, row, params, normalized, policy, audit)
-            return self._execute(ctx, call, spec, params, key, confirmation_id, audit)
+            shared = turn is not None and (policy.gated or confirmation_id is not None)
+            if shared and (spec.name, audit.hash) in turn:
+                return self._same_as(call, turn[(spec.name, audit.hash)], audit)
+            if confirmation_id is None and policy.gated:
+                # Repeating a finished action answers from its record instead of asking a human.
+                earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) \
+                    if key else None
+                if earlier is not None:
+                    return self._finish(spec, call, earlier, audit)
+                self._precheck(ctx, spec, params, audit)
+                outcome = self._request_confirmation(ctx, call, spec, row, params, normalized, policy, audit, key)
+            else:
+                outcome = self._execute(ctx, call, spec, params, key, confirmation_id, audit, policy)
+            if shared:
+                turn[(spec.name, audit.hash)] = outcome
+            return outcome
         except _Stop as stop:
             return CallOutcome(call, stop.result)
 
-    def _resolve(self, ctx, call, offered, audit) -> tuple[ToolSpec, Tool]:
+    def _same_as(self, call: ToolCall, first: CallOutcome, audit) -> CallOutcome:
+        """Answer `call` from the identical gated call answered first in the same turn."""
+        audit.confirmation_id = first.pending.confirmation_id if first.pending else audit.confirmation_id
+        if first.pending is not None:
+            pending = replace(first.pending, tool_call_id=call.id, token=None)
+            audit.write("CONFIRMATION_REQUIRED", first.result)
+            return CallOutcome(call, first.result, pending=pending)
+        audit.write("IDEMPOTENT_HIT", first.result)
+        return CallOutcome(call, first.result, return_direct=first.return_direct)
+
+    def _refuse(self, confirmation_id, audit, result: ToolResult, *, decision: str = "DENIED") -> ToolResult:
+        """A call that carried a confirmation is refused at consume time: the request ends REFUSED
+        with the code, and the refusal is audited (after any rollback)."""
+        if confirmation_id is not None:
+            audit.confirmation_id = confirmation_id
+            approvals.confirmation_refuse(request_id=confirmation_id, code=result.code, message=result.message)
+        return audit.stop(decision, result)
+
+    def _resolve(self, ctx, call, offered, audit, confirmation_id=None) -> tuple[ToolSpec, Tool]:
         if call.name in offered:
             return offered[call.name]
+        if confirmation_id is not None:
+            # Decided earlier, no longer offered now: say why, distinct from a tool that never existed.
+            code, message = tool_unavailable_reason(name=call.name, user=ctx.user)
+            raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(code, message),
+                                     decision="NOT_FOUND" if code == "TOOL_NOT_FOUND" else "DENIED"))
         if call.name and tool_available_to_tenant(name=call.name, tenant_id=ctx.tenant_id):
             audit.deny("PERMISSION_DENIED", "the user may not use this tool")
             raise ToolPermissionDenied(f"you may not use the tool {call.name}")
@@ -289,32 +345,52 @@ class ToolCallingManager:
                 raise _Stop(audit.invalid(exc.message))
         return params
 
-    def _authorize(self, ctx: ToolContext, spec: ToolSpec, audit) -> None:
+    def _authorize(self, ctx: ToolContext, spec: ToolSpec, audit, confirmation_id=None) -> None:
         if spec.permission and not ctx.user.has_perm(spec.permission):
+            if confirmation_id is not None:
+                raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(
+                    "PERMISSION_DENIED", f"the requester no longer holds {spec.permission}")))
             audit.deny("PERMISSION_DENIED", f"missing permission {spec.permission}")
             raise ToolPermissionDenied(f"missing permission {spec.permission}")
 
-    def _request_confirmation(self, ctx, call, spec, row, params, normalized, policy, audit) -> CallOutcome:
+    def _precheck(self, ctx: ToolContext, spec: ToolSpec, params: Any, audit) -> None:
+        """The tool's read-only precheck before a human is asked: a call that cannot succeed is
+        answered with the business code now (audited REFUSED) and mints no confirmation."""
+        if spec.precheck is None:
+            return
+        try:
+            spec.precheck(ctx, params)
+        except ToolBusinessError as error:
+            raise _Stop(audit.stop("REFUSED", ToolResult.failure(error.code, error.message)))
+
+    def _request_confirmation(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
         request, token = approvals.confirmation_create(
             tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
             tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,
             masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params),
             risk=policy.risk, policy=policy.policy, quorum=policy.quorum, ttl_seconds=policy.ttl_seconds,
-            context_excerpt=ctx.excerpt(),
+            context_excerpt=ctx.excerpt(), idempotency_key=key or "",
+            business_object=spec.business_object(params) if spec.business_object else "",
         )
-        needs = "requester" if policy.policy == ApprovalPolicy.REQUESTER else "approvers"
+        return self._pending_outcome(call, request, token, audit)
+
+    def _pending_outcome(self, call: ToolCall, request, token: str | None, audit, *, reason: str = "") -> CallOutcome:
+        """The waiting outcome of `call` for confirmation `request` (audited CONFIRMATION_REQUIRED)."""
+        needs = "requester" if request.policy == ApprovalPolicy.REQUESTER else "approvers"
         pending = PendingConfirmation(
-            tool_call_id=call.id, confirmation_id=str(request.pk), tool=spec.name, summary=request.summary,
-            risk=policy.risk, needs=needs, quorum=policy.quorum, expires_at=request.expires_at.isoformat(),
-            token=token,
+            tool_call_id=call.id, confirmation_id=str(request.pk), tool=request.tool_name, summary=request.summary,
+            risk=request.risk, needs=needs, quorum=request.quorum, expires_at=request.expires_at.isoformat(),
+            token=token, reason=reason,
         )
-        result = ToolResult.failure("CONFIRMATION_REQUIRED", f"waiting for {needs} to confirm: {request.summary}",
-                                    data=pending.public())
+        message = f"waiting for {needs} to confirm: {request.summary}"
+        if reason:
+            message = f"{reason}; {message}"
+        result = ToolResult.failure("CONFIRMATION_REQUIRED", message, data=pending.public())
         audit.confirmation_id = request.pk
         audit.write("CONFIRMATION_REQUIRED", result)
         return CallOutcome(call, result, pending=pending)
 
-    def _execute(self, ctx, call, spec, params, key, confirmation_id, audit) -> CallOutcome:
+    def _execute(self, ctx, call, spec, params, key, confirmation_id, audit, policy) -> CallOutcome:
         def action() -> tuple[ToolResult, str]:
             data = spec.execute(ctx, params)
             business_id = spec.business_result_id(data) if spec.business_result_id else ""
@@ -322,17 +398,32 @@ class ToolCallingManager:
 
         def consume_and_execute() -> CallOutcome:
             with transaction.atomic():
+                if ctx.fence is not None and (confirmation_id is not None or not spec.read_only):
+                    ctx.fence()  # a holder that lost the run executes nothing (raises FenceLost)
                 if confirmation_id is not None:
                     approvals.confirmation_consume(
                         request_id=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
                         conversation_id=ctx.conversation_id, tool_name=spec.name, arguments_hash=audit.hash,
+                        policy=policy.policy, quorum=policy.quorum, risk=policy.risk, ttl_seconds=policy.ttl_seconds,
                     )
+                    if spec.precheck is not None:
+                        try:
+                            spec.precheck(ctx, params)
+                        except ToolBusinessError as error:
+                            raise ConsumeRefused(error.message, code=error.code) from None
                 if key:
                     outcome = idempotency_execute(tenant_id=ctx.tenant_id, key=key, tool_name=spec.name,
                                                   arguments_hash=audit.hash, action=action, read_only=spec.read_only)
                 else:
                     result, business_id, _ = run_action(action, read_only=spec.read_only)
                     outcome = Outcome("EXECUTED", result, business_id)
+                if confirmation_id is not None:
+                    if outcome.kind not in ("EXECUTED", "IDEMPOTENT_HIT"):
+                        # A conflict is not an execution: the decision is not spent on it.
+                        raise ConsumeRefused(outcome.result.message, code=outcome.result.code)
+                    approvals.confirmation_record_outcome(
+                        request_id=confirmation_id,
+                        code=outcome.result.code if outcome.kind == "EXECUTED" else "IDEMPOTENT_HIT")
                 if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
                     # DESIGN step 9: TOOLS_THROW_ON_ERROR propagates business failures too. Raising
                     # here rolls back the stored failure and the consumption with the failed attempt.
@@ -345,6 +436,15 @@ class ToolCallingManager:
             # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
             # business change, audit row), so running it again executes the side effect once.
             return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
+        except ConfirmationRegated as regated:
+            request = approvals.confirmation_regate(request_id=confirmation_id, regate=regated.regate)
+            if request is None:
+                return CallOutcome(call, audit.stop("DENIED", ToolResult.failure(
+                    "CONFIRMATION_INVALID", "the confirmation was decided elsewhere meanwhile")))
+            return self._pending_outcome(call, request, None, audit, reason=regated.regate.reason)
+        except ConsumeRefused as refused:
+            return CallOutcome(call, self._refuse(confirmation_id, audit, ToolResult.failure(
+                refused.code, refused.message), decision="REFUSED"))
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
         except ConfirmationNotFound as error:

@@ -32,6 +32,11 @@ class ToolSpec:
     ToolValidationError. idempotency_key(ctx, params) -> str | None. result_converter(data) -> dict:
     allow-list and masking. summarize(params) -> str: what a human confirms. return_direct: results
     are the answer. business_result_id(data) -> str: id recorded in audit.
+    precheck(ctx, params): read-only business check run before a human is asked and again, inside
+    the consuming transaction, before execution; raises ToolBusinessError (with its code) for a
+    call that cannot succeed, so it never costs a human's attention (docs/decisions.md).
+    business_object(params) -> str: the business object the call acts on (e.g. "order:A2026..."):
+    a newer gated request for the same tool and object supersedes an older open one.
     """
 
     name: str
@@ -50,6 +55,8 @@ class ToolSpec:
     business_result_id: Callable[[Any], str] | None = None
     return_direct: bool = False
     read_only: bool = False
+    precheck: Callable[[ToolContext, Any], None] | None = None
+    business_object: Callable[[Any], str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -88,3 +88,19 @@ def tool_available_to_tenant(*, name: str, tenant_id: int) -> bool:
     return Tool.objects.filter(
         name=name, enabled=True, registered=True, tenant_policies__tenant_id=tenant_id, tenant_policies__enabled=True
     ).exists()
+
+
+def tool_unavailable_reason(*, name: str, user) -> tuple[str, str]:
+    """Why `name` is not offered to `user` now, as (code, message) for the model and the audit:
+    TOOL_NOT_FOUND (not registered, no Tool row), TOOL_DISABLED (disabled globally, no longer
+    registered, or not enabled for the user's tenant) or PERMISSION_DENIED (the user lacks
+    `use_tool` or the tool's permission, or is inactive). Used when a decided call is consumed
+    (docs/decisions.md: a policy denial is distinct from a tool that never existed)."""
+    row = Tool.objects.filter(name=name).first() if registry.get(name) is not None else None
+    if row is None:
+        return "TOOL_NOT_FOUND", f"no tool named {name[:100]!r} exists"
+    if not row.enabled or not row.registered:
+        return "TOOL_DISABLED", f"the tool {name} was disabled after the call was requested; nothing was done"
+    if not TenantToolPolicy.objects.filter(tool=row, tenant_id=user.tenant_id, enabled=True).exists():
+        return "TOOL_DISABLED", f"the tool {name} was disabled for this tenant after the call was requested; nothing was done"
+    return "PERMISSION_DENIED", f"the requester no longer may use {name}; nothing was done"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from django.db import IntegrityError, connection
 from django.db.models import Max
 from django.utils import timezone
 
@@ -21,8 +22,9 @@ _monotonic = time.monotonic  # replaced by tests
 class EventRecorder:
     """Appends RunEvents with consecutive sequence numbers for one run.
 
-    Only the holder of the run's claim writes events, so the next seq is kept in memory; the
-    (run, seq) unique constraint turns a broken claim into an error instead of a silent fork.
+    The holder of the run's claim writes events, so the next seq is kept in memory; when a holder
+    that lost its lease still writes one, the (run, seq) unique constraint refuses the duplicate
+    seq and the recorder continues after the highest stored seq (sequence numbers never collide).
     `listener(event)` is called after each event is stored (the CLI prints them).
     """
 
@@ -58,9 +60,19 @@ class EventRecorder:
     def _store(self, type_: str, payload: dict[str, Any]) -> RunEvent:
         self.seq += 1
         event = RunEvent(run=self.run, seq=self.seq, type=type_, payload=payload, created_at=timezone.now())
-        # One INSERT without the ORM's compile: a resumed run writes about six events per cycle.
-        event.id = insert_row(RunEvent, {"run_id": self.run.pk, "seq": event.seq, "type": type_,
-                                         "payload": payload, "created_at": event.created_at}, returning="id")
+        for attempt in range(3):
+            try:
+                # One INSERT without the ORM's compile: a resumed run writes about six events per cycle.
+                event.id = insert_row(RunEvent, {"run_id": self.run.pk, "seq": event.seq, "type": type_,
+                                                 "payload": payload, "created_at": event.created_at}, returning="id")
+                break
+            except IntegrityError:
+                # Another holder (a recovery that took the run over from a slow holder) wrote this
+                # seq: continue after the highest stored one instead of crashing either holder.
+                if attempt == 2 or connection.in_atomic_block:
+                    raise
+                self.seq = (self.run.events.aggregate(m=Max("seq"))["m"] or 0) + 1
+                event.seq = self.seq
         event._state.adding = False
         self._stored_at = _monotonic()
         if self.listener is not None:

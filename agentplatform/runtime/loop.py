@@ -24,10 +24,12 @@ from agentplatform.runtime.eligibility import is_eligible
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from agentplatform.runtime.selectors import conversation_excerpt, memory_messages
+from approvals import services as approvals
 from approvals.models import ConfirmationRequest
 from audit import events as audit
 from audit import metrics
-from tools.context import ToolContext
+from tools.context import FenceLost, ToolContext
+from tools.masking import mask_value
 from tools.manager import PendingConfirmation, ToolCallingManager, parse_tool_calls
 from tools.results import ToolResult
 
@@ -46,10 +48,12 @@ Listener = Callable[[RunEvent], None]
 MAX_RUN_RECOVERIES = 3
 
 
-class RunClaimLost(Exception):
-    """This process no longer holds the run: its lease expired and another worker recovered it.
+class RunClaimLost(FenceLost):
+    """This process no longer holds the run: its lease expired and another worker recovered it,
+    or the run was cancelled.
 
-    Raised by a fenced write instead of overwriting the new holder's state; the caller stops.
+    Raised by a fenced write instead of overwriting the new holder's state, and by the fence the
+    pipeline checks inside the transaction that would execute a tool; the caller stops.
     """
 
 
@@ -78,13 +82,26 @@ class RunOutcome:
 
 
 def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None = None) -> ToolContext:
-    """The server-side ToolContext of a run: identity from the run's row, never from model output."""
+    """The server-side ToolContext of a run: identity from the run's row, never from model output.
+    Its fence makes the pipeline refuse to execute once this process no longer holds the run."""
     return ToolContext(
         tenant=run.tenant, user=run.user, conversation_id=run.conversation_id, run_id=run.id,
         request_id=run.request_id, confirmations=dict(confirmations or {}),
         # Read only if a call of this run asks for a confirmation (approvers see it).
         conversation_excerpt=lambda: conversation_excerpt(conversation=run.conversation),
+        fence=lambda: _fence(run),
     )
+
+
+def _fence(run: Run) -> None:
+    """Check, inside the caller's transaction, that this process still holds `run` (RUNNING with
+    the lease it set). The UPDATE locks the row until that transaction ends, so a recovery's claim
+    waits for it, and a holder whose lease was taken over (or whose run was cancelled) raises
+    RunClaimLost before executing anything (docs/decisions.md, item 11)."""
+    held = update_row(Run, run.pk, {"updated_at": clock.now()},
+                      where={"status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at})
+    if held != 1:
+        raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed")
 
 
 def _lease() -> datetime.datetime:
@@ -265,22 +282,61 @@ def _continue(run: Run, recorder: EventRecorder, manager: ToolCallingManager, pa
     """Drive a run this process holds: answer its decided pending calls (if any), then the loop.
     requests: the pending calls' confirmation requests by id, when the claim already read them."""
     if run.state.get("pending"):
-        ctx = _answer_pending(run, recorder, manager, requests)
+        ctx, waiting = _answer_pending(run, recorder, manager, requests)
+        if run.status == Run.Status.AWAITING_CONFIRMATION:
+            return RunOutcome(run, pending=waiting)
     else:
         ctx = build_tool_context(run)
     return _advance(run, ctx, recorder, manager, park=park)
 
 
+def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str, Any]]:
+    """What the model is told about a call whose request ended without executing, and the event
+    payload for the requester: who decided, what, and why (DESIGN section 8). Reasons are masked."""
+    reason = mask_value("reason", request.decision_reason or "")
+    status = ConfirmationRequest.Status
+    decider = None
+    if request.decided_by_id is not None:
+        role = "requester" if request.decided_by_id == request.user_id else "approver"
+        decider = {"role": role, "username": request.decided_by.get_username()}
+    if request.status == status.CANCELLED:
+        if decider and decider["role"] == "approver":
+            message = f"an approver ({decider['username']}) rejected the request: {reason or 'no reason given'}"
+        elif decider:
+            message = "the requester declined the request"
+        else:
+            message = f"the request was cancelled: {reason or 'no reason given'}"
+        result = ToolResult.failure("REJECTED", f"{message}; nothing was done: {request.summary}",
+                                    data={"decided_by": decider, "reason": reason or None})
+    elif request.status == status.SUPERSEDED:
+        result = ToolResult.failure("SUPERSEDED", f"a newer request for the same action replaced this one; nothing "
+                                                  f"was done here: {request.summary}", data={"reason": reason or None})
+    elif request.status == status.REFUSED:
+        code = request.outcome_code or "REFUSED"
+        result = ToolResult.failure(code, f"refused when it was about to run: {reason}; nothing was done",
+                                    data={"reason": reason or None})
+    else:
+        result = ToolResult.failure("CONFIRMATION_EXPIRED",
+                                    f"nobody confirmed in time; nothing was done: {request.summary}")
+    payload = {"tool_call_id": request.tool_call_id, "tool": request.tool_name, "success": False,
+               "code": result.code, "confirmation_id": str(request.pk), "status": request.status,
+               "decided_by": decider, "reason": reason or None}
+    return result, payload
+
+
 def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManager,
-                    requests: dict[str, ConfirmationRequest] | None = None) -> ToolContext:
-    """Execute the confirmed pending calls, answer the others REJECTED / CONFIRMATION_EXPIRED,
-    append one tool message per waiting call id, and clear `pending`. Returns the context."""
+                    requests: dict[str, ConfirmationRequest] | None = None) -> tuple[ToolContext, list]:
+    """Execute the confirmed pending calls, answer the others truthfully (REJECTED with who and
+    why, CONFIRMATION_EXPIRED, SUPERSEDED, or the refusal code), append one tool message per
+    answered call id. Returns (context, calls still waiting): a call whose policy became stricter
+    since its decision waits again (the run goes back to AWAITING_CONFIRMATION)."""
     pending: dict[str, str] = run.state.get("pending") or {}
-    if requests is None:
-        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()))}
+    ids = set(pending.values())
+    if requests is None or not ids <= set(requests):
+        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(ids))}
     assistant = run.state["messages"][run.state["assistant_index"]]
-    confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items()
-                 if requests[cid].status in (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)}
+    runnable = (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)
+    confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items() if requests[cid].status in runnable}
     ctx = build_tool_context(run, confirmations=confirmed)
     try:
         executed = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit, only=set(confirmed)) \
@@ -288,33 +344,49 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
     except DomainError as error:
         _fail(run, recorder, error.code, error.message)
         raise
+    except RunClaimLost:
+        raise
     except Exception as error:  # DESIGN step 9: an error propagated to the caller ends the run too
         _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
         raise
-    answers = {o.call.id: o.tool_message() for o in executed.outcomes} if executed else {}
+    answers: dict[str, dict[str, Any]] = {}
+    waiting = []
+    for outcome in executed.outcomes if executed else []:
+        if outcome.pending is not None:
+            waiting.append(outcome.pending)
+        else:
+            answers[outcome.call.id] = outcome.tool_message()
+    undecided = []
     for call_id, cid in pending.items():
-        if call_id in answers:
+        if call_id in answers or call_id in confirmed:
             continue
         request = requests[cid]
-        if request.status == ConfirmationRequest.Status.CANCELLED:
-            result = ToolResult.failure("REJECTED", f"the request was rejected by a human: {request.summary}")
-        else:
-            result = ToolResult.failure("CONFIRMATION_EXPIRED",
-                                        f"nobody confirmed in time; nothing was done: {request.summary}")
-        recorder.emit(RunEvent.Type.TOOL_EXECUTION_COMPLETED, {"tool_call_id": call_id, "tool": request.tool_name,
-                                                               "success": False, "code": result.code})
+        if request.status == ConfirmationRequest.Status.PENDING and request.expires_at > clock.now():
+            undecided.append(call_id)  # cannot happen after a claim; kept waiting, never guessed
+            continue
+        if request.decided_by_id is not None:
+            request.decided_by = type(run.user).objects.filter(pk=request.decided_by_id).first()
+        result, payload = _decision_answer(request)
+        payload["tool_call_id"] = call_id
+        recorder.emit(RunEvent.Type.TOOL_EXECUTION_COMPLETED, payload)
         answers[call_id] = {"role": "tool", "tool_call_id": call_id, "content": result.to_json()}
-    # Answer every waiting call id exactly once, in the model's order.
+    # Answer every decided call id exactly once, in the model's order.
     for call in parse_tool_calls(assistant):
         if call.id in answers:
             _append(run, answers[call.id])
-    run.state["pending"] = {}
+    still = {p.tool_call_id: p.confirmation_id for p in waiting}
+    still.update({call_id: pending[call_id] for call_id in undecided})
+    run.state["pending"] = still
+    if still:
+        run.status = Run.Status.AWAITING_CONFIRMATION
     _save(run, "status", "state")
     if executed is not None and executed.offered is not None:
         # Consuming re-queried the offered tools just now (permissions, tenant policy, risk are
         # re-checked at consume time); the rest of this run is offered the same set.
-        return replace(ctx, confirmations={}, offered=frozenset(executed.offered), offered_tools=executed.offered)
-    return ctx.with_confirmations({})
+        ctx = replace(ctx, confirmations={}, offered=frozenset(executed.offered), offered_tools=executed.offered)
+    else:
+        ctx = ctx.with_confirmations({})
+    return ctx, waiting
 
 
 def _append(run: Run, message: dict[str, Any]) -> None:
@@ -346,6 +418,8 @@ def _fail(run: Run, recorder: EventRecorder, code: str, message: str) -> None:
     recorder.emit(RunEvent.Type.ERROR, {"code": code, "message": message[:500]})
     run.status, run.error_code, run.error_message = Run.Status.FAILED, code, message[:500]
     _save(run, "status", "error_code", "error_message", "state", "iterations")
+    # No request is left open (or CONFIRMED) on a finished run: each ends CANCELLED with the reason.
+    approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=None, reason=f"the run ended: {code}")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
 
 
@@ -391,7 +465,13 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
     try:
         definitions, ctx = manager.resolve(ctx)
         internal = run.state.get("internal", True)
+        first = True
         while run.iterations < settings.AGENT_MAX_ITERATIONS:
+            if not first:
+                # Permissions, whitelist and risk are checked again before every model call of a
+                # run, not once per run (one query): a grant revoked meanwhile takes effect now.
+                definitions, ctx = manager.resolve(ctx, refresh=True)
+            first = False
             turn = llm.complete(messages=[*memory, *run.state["messages"]], tools=definitions,
                                 on_text=recorder.text)
             recorder.flush_text()
@@ -413,7 +493,7 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
             for message in result.tool_messages:
                 _append(run, message)
             if result.must_wait:
-                run.state["pending"] = {p.tool_call_id: p.confirmation_id for p in result.pending}
+                run.state["pending"] = result.pending_calls
                 run.state["assistant_index"] = len(run.state["messages"]) - 1 - len(result.tool_messages)
                 run.status = Run.Status.AWAITING_CONFIRMATION
                 _save(run, "status", "state", "iterations")

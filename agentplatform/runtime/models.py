@@ -38,6 +38,7 @@ class Run(models.Model):
         AWAITING_CONFIRMATION = "AWAITING_CONFIRMATION"
         COMPLETED = "COMPLETED"
         FAILED = "FAILED"
+        CANCELLED = "CANCELLED"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
@@ -63,7 +64,7 @@ class Run(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.COMPLETED, self.Status.FAILED)
+        return self.status in (self.Status.COMPLETED, self.Status.FAILED, self.Status.CANCELLED)
 
 
 class Message(models.Model):

@@ -121,14 +121,30 @@ def test_another_argument_value_is_refused(requester, confirmed, changed):
     _assert_refused(outcome, "CONFIRMATION_INVALID", confirmed.request_id)
 
 
-def test_after_expiry_is_refused_as_expired(requester, confirmed, monkeypatch):
-    request = ConfirmationRequest.objects.get(pk=confirmed.request_id)
+def test_undecided_request_after_expiry_is_refused_as_expired(requester, monkeypatch):
+    gated = _gate(requester)  # never confirmed
+    request = ConfirmationRequest.objects.get(pk=gated.request_id)
     later = request.expires_at + datetime.timedelta(seconds=1)
     monkeypatch.setattr(clock, "now", lambda: later)
 
+    outcome = _consume(requester, gated.conversation_id, gated.request_id)
+
+    _assert_refused(outcome, "CONFIRMATION_EXPIRED", gated.request_id, status=Status.PENDING)
+
+
+def test_a_confirmed_request_is_a_decision_that_does_not_expire(requester, confirmed, monkeypatch):
+    # docs/decisions.md: only undecided requests expire; a confirmed call runs when its turn settles.
+    request = ConfirmationRequest.objects.get(pk=confirmed.request_id)
+    later = request.expires_at + datetime.timedelta(seconds=1)
+    monkeypatch.setattr(clock, "now", lambda: later)
+    assert approvals.confirmations_expire() == []
+
     outcome = _consume(requester, confirmed.conversation_id, confirmed.request_id)
 
-    _assert_refused(outcome, "CONFIRMATION_EXPIRED", confirmed.request_id)
+    assert outcome.result.success, outcome.result
+    assert Order.objects.get(order_id=ORDER).status == "CANCELLED"
+    request.refresh_from_db()
+    assert (request.status, request.outcome_code) == (Status.CONSUMED, "OK")
 
 
 def test_reordered_keys_and_whitespace_hash_the_same_and_are_accepted(requester, confirmed):
@@ -179,7 +195,8 @@ def test_the_compare_and_set_itself_refuses_a_second_consume(requester, confirme
 
     binding = dict(request_id=confirmed.request_id, tenant_id=requester.tenant_id, user_id=requester.pk,
                    conversation_id=confirmed.conversation_id, tool_name="cancel_order",
-                   arguments_hash=arguments_hash(CANCEL_ARGS))
+                   arguments_hash=arguments_hash(CANCEL_ARGS), policy="REQUESTER", quorum=1, risk="HIGH",
+                   ttl_seconds=900)
     approvals.confirmation_consume(**binding)
     assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONSUMED
     with pytest.raises(ConfirmationNotFound):

@@ -157,7 +157,10 @@ def test_a_run_that_keeps_killing_its_worker_ends_failed_with_run_lease_expired(
     assert run.events.filter(type=RunEvent.Type.ERROR, payload__code="RUN_LEASE_EXPIRED").count() == 1
     assert recovered_audit(run) == ["RESUMED"] * loop.MAX_RUN_RECOVERIES + ["RUN_LEASE_EXPIRED"]
     assert Cancellation.objects.count() == 0
-    assert ConfirmationRequest.objects.get(pk=request.pk).status == ConfirmationRequest.Status.CONFIRMED
+    # no request is left CONFIRMED on a finished run: it ends with the run, with the reason
+    stored = ConfirmationRequest.objects.get(pk=request.pk)
+    assert (stored.status, stored.outcome_code) == (ConfirmationRequest.Status.CANCELLED, "RUN_ENDED")
+    assert "RUN_LEASE_EXPIRED" in stored.decision_reason
 
 
 def test_a_lost_resume_message_is_found_by_the_sweep(requester, frozen_clock):

@@ -92,11 +92,12 @@ def test_the_model_waits_until_every_gated_call_of_the_turn_is_decided(requester
 def test_rejected_and_expired_refunds_answer_the_model_differently(requester, approver1, model, monkeypatch,
                                                                  django_capture_on_commit_callbacks):
     model.calls(("call_rejected", "refund_order", REFUND_ARGS))
-    model.calls(("call_expired", "refund_order", {**REFUND_ARGS, "reason": "late"}))
+    # another refundable order: a second refund of the same order would supersede the first
+    model.calls(("call_expired", "refund_order", {**REFUND_ARGS, "order_id": ORDER, "reason": "late"}))
     model.says("The refund was rejected.")
     model.says("Nobody approved the refund in time.")
     rejected = services.chat_send(user=requester, message=f"refund {REFUND_ORDER}")
-    expired = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} again")
+    expired = services.chat_send(user=requester, message=f"refund {ORDER}")
 
     # an approver rejects the first (the resume runs on commit)
     with django_capture_on_commit_callbacks(execute=True):
@@ -114,6 +115,9 @@ def test_rejected_and_expired_refunds_answer_the_model_differently(requester, ap
     assert (rejected_answer["success"], rejected_answer["code"]) == (False, "REJECTED")
     assert (expired_answer["success"], expired_answer["code"]) == (False, "CONFIRMATION_EXPIRED")
     assert "rejected" in rejected_answer["message"] and "in time" in expired_answer["message"]
+    # the approver's reason and role reach the model (issue 8 item 4)
+    assert "no photos of the damage" in rejected_answer["message"]
+    assert rejected_answer["data"]["decided_by"] == {"role": "approver", "username": approver1.username}
     for outcome in (rejected, expired):
         run = Run.objects.get(pk=outcome.run.pk)
         assert run.status == Run.Status.COMPLETED
@@ -136,27 +140,33 @@ def test_tool_disabled_for_the_tenant_while_waiting_executes_nothing(requester):
                               confirmation_token=token)
 
     [[answer]] = _answers_per_call(done.run).values()
-    assert (answer["success"], answer["code"]) == (False, "TOOL_NOT_FOUND")
+    # a policy denial, distinct from a tool that never existed (issue 8 item 17)
+    assert (answer["success"], answer["code"]) == (False, "TOOL_DISABLED")
     assert _order_status(requester) == Order.Status.PAID and not Cancellation.objects.exists()
     assert not audit_rows(decision="EXECUTED")
-    assert ConfirmationRequest.objects.get(run_id=run.pk).status == Status.CONFIRMED  # never consumed
+    assert audit_rows(decision="DENIED", tool_name="cancel_order", status="TOOL_DISABLED")
+    request = ConfirmationRequest.objects.get(run_id=run.pk)
+    assert (request.status, request.outcome_code) == (Status.REFUSED, "TOOL_DISABLED")  # never left CONFIRMED
     assert done.run.status == Run.Status.COMPLETED
 
 
-def test_use_tool_revoked_while_waiting_raises_and_executes_nothing(requester):
+def test_use_tool_revoked_while_waiting_refuses_the_request_and_tells_the_model(requester):
+    # One documented answer (docs/decisions.md): the confirm is committed and answered; the
+    # consume-time refusal is the call's outcome, told to the model; the request ends REFUSED.
     run, token = _cancel_waiting(requester)
     remove_perm("tools.use_tool", requester, Tool.objects.get(name="cancel_order"))
 
-    with pytest.raises(ToolPermissionDenied):
-        services.chat_send(user=requester, message="yes", conversation_id=run.conversation_id,
-                           confirmation_token=token)
+    done = services.chat_send(user=requester, message="yes", conversation_id=run.conversation_id,
+                              confirmation_token=token)
 
-    run.refresh_from_db()
-    assert (run.status, run.error_code) == (Run.Status.FAILED, "PERMISSION_DENIED")
-    assert run.events.filter(type=RunEvent.Type.ERROR, payload__code="PERMISSION_DENIED").exists()
+    [[answer]] = _answers_per_call(done.run).values()
+    assert (answer["success"], answer["code"]) == (False, "PERMISSION_DENIED")
+    assert done.run.status == Run.Status.COMPLETED
     assert _order_status(requester) == Order.Status.PAID and not Cancellation.objects.exists()
     assert not audit_rows(decision="EXECUTED")
     assert audit_rows(decision="DENIED", tool_name="cancel_order", status="PERMISSION_DENIED")
+    request = ConfirmationRequest.objects.get(run_id=run.pk)
+    assert (request.status, request.outcome_code) == (Status.REFUSED, "PERMISSION_DENIED")
 
 
 def test_policy_changed_to_deny_while_waiting_executes_nothing(requester):
@@ -169,6 +179,7 @@ def test_policy_changed_to_deny_while_waiting_executes_nothing(requester):
     [[answer]] = _answers_per_call(done.run).values()
     assert (answer["success"], answer["code"]) == (False, "POLICY_DENIED")
     assert _order_status(requester) == Order.Status.PAID and not Cancellation.objects.exists()
+    assert ConfirmationRequest.objects.get(run_id=run.pk).status == Status.REFUSED
 
 
 def test_the_same_cancel_twice_in_one_turn_cancels_once_and_answers_both(requester, model):

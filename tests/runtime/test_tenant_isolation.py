@@ -24,17 +24,14 @@ def _tool_results(run: Run) -> list[dict]:
 
 
 def test_globex_user_cannot_cancel_an_acme_order_id(outsider, requester):
-    # the outsider asks for an acme order id; the gate asks the outsider to confirm their own call
+    # the outsider asks for an acme order id: the precheck reads only the outsider's tenant, finds
+    # no such order, and answers before any human is asked (no confirmation is minted)
     outcome = services.chat_send(user=outsider, message=f"cancel {ORDER} because it is a duplicate")
-    [pending] = outcome.pending
-    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).tenant_id == outsider.tenant_id
 
-    resumed = services.chat_send(user=outsider, message="yes", conversation_id=outcome.run.conversation_id,
-                                 confirmation_token=pending.token)
-
-    [result] = _tool_results(resumed.run)
+    assert outcome.pending == [] and not ConfirmationRequest.objects.exists()
+    [result] = _tool_results(outcome.run)
     assert (result["success"], result["code"]) == (False, "ORDER_NOT_FOUND")
-    assert resumed.run.status == Run.Status.COMPLETED
+    assert outcome.run.status == Run.Status.COMPLETED
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
     assert not Cancellation.objects.exists()
     # the outsider's own order with the same suffix was not touched either

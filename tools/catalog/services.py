@@ -51,6 +51,35 @@ def _lock_order(*, tenant_id: int, order_id: str) -> Order:
     return order
 
 
+def _read_order(*, tenant_id: int, order_id: str) -> Order:
+    order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).order_by("pk").first()
+    if order is None:
+        raise ToolBusinessError(f"order {order_id} does not exist", code="ORDER_NOT_FOUND")
+    return order
+
+
+def order_cancel_precheck(*, tenant_id: int, order_id: str) -> None:
+    """Read-only: can the order be cancelled now? Run before a human is asked and again before
+    execution (ToolSpec.precheck). Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE)."""
+    order = _read_order(tenant_id=tenant_id, order_id=order_id)
+    if order.status not in CANCELLABLE:
+        raise ToolBusinessError(f"order {order_id} is {order.status} and can no longer be cancelled",
+                                code="ORDER_NOT_CANCELLABLE")
+
+
+def order_refund_precheck(*, tenant_id: int, order_id: str, amount: Decimal | None) -> None:
+    """Read-only: can this amount be refunded now (status, refundable remainder)? Raises
+    ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT)."""
+    order = _read_order(tenant_id=tenant_id, order_id=order_id)
+    if order.status not in REFUNDABLE:
+        raise ToolBusinessError(f"order {order_id} is {order.status} and cannot be refunded", code="ORDER_NOT_REFUNDABLE")
+    already = sum((r.amount for r in order.refunds.all()), Decimal("0"))
+    value = order.amount - already if amount is None else Decimal(amount)
+    if value <= 0 or already + value > order.amount:
+        raise ToolBusinessError(f"refund of {value} exceeds the refundable {order.amount - already}",
+                                code="REFUND_EXCEEDS_AMOUNT")
+
+
 @transaction.atomic
 def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | None) -> dict[str, Any]:
     """Cancel a PAID order (seed 002 section 9 CancelOrderResult).

@@ -136,6 +136,8 @@ def _validate_cancel(params: CancelOrder) -> None:
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "cancel_order", p.order_id),
     summarize=lambda p: f"Cancel order {p.order_id} (reason: {p.reason}) / 取消订单 {p.order_id}，原因：{p.reason}",
     business_result_id=lambda data: data["cancellation_id"],
+    precheck=lambda ctx, p: services.order_cancel_precheck(tenant_id=ctx.tenant_id, order_id=p.order_id),
+    business_object=lambda p: f"order:{p.order_id}",
 )
 def cancel_order(ctx: ToolContext, params: CancelOrder) -> dict[str, Any]:
     return services.order_cancel(tenant_id=ctx.tenant_id, order_id=params.order_id, reason=params.reason.strip(),
@@ -173,6 +175,9 @@ def _validate_refund(params: RefundOrder) -> None:
     summarize=lambda p: (f"Refund {p.amount if p.amount is not None else 'the full amount'} of order {p.order_id} "
                          f"(reason: {p.reason}) / 退款订单 {p.order_id}，原因：{p.reason}"),
     business_result_id=lambda data: data["refund_id"],
+    precheck=lambda ctx, p: services.order_refund_precheck(tenant_id=ctx.tenant_id, order_id=p.order_id,
+                                                           amount=p.amount),
+    business_object=lambda p: f"order:{p.order_id}",
 )
 def refund_order(ctx: ToolContext, params: RefundOrder) -> dict[str, Any]:
     return services.order_refund(tenant_id=ctx.tenant_id, order_id=params.order_id, amount=params.amount,
