@@ -46,3 +46,8 @@ class Conflict(DomainError):
 
     code = "CONFLICT"
     http_status = 409
+
+
+# Run error codes that are worth retrying later (a provider outage or timeout): a chat request
+# whose run FAILED with one of them does not keep its Idempotency-Key (docs/decisions.md, item 13).
+RETRYABLE_RUN_ERRORS = frozenset({"MODEL_UNAVAILABLE", "MODEL_TIMEOUT", "MODEL_RATE_LIMITED"})

@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Expire requests past their deadline before anything is read (docs/decisions.md, item 9).
+    "agentplatform.runtime.settle.SettleOnReadMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -233,6 +235,10 @@ AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
     "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
 )
 AGENT_RUN_LEASE_SECONDS = env_int("AGENT_RUN_LEASE_SECONDS", 300)
+# Settling without beat (agentplatform/runtime/settle.py): expire due requests before each read,
+# and sweep every WEB_SWEEP_SECONDS in the web process (0 = off).
+APPROVALS_SETTLE_ON_READ = env_bool("APPROVALS_SETTLE_ON_READ", True)
+WEB_SWEEP_SECONDS = env_int("WEB_SWEEP_SECONDS", 5)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)

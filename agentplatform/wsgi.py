@@ -5,3 +5,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
 application = get_wsgi_application()
+
+# Expiry and recovery settle within seconds even without beat (docs/decisions.md, item 9).
+from agentplatform.runtime.settle import start_web_sweeper  # noqa: E402
+
+start_web_sweeper()

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import models, transaction
 
-from agentplatform import clock
+from agentplatform import clock, correlation
 from agentplatform.db import update_row
 from agentplatform.errors import DomainError
 from approvals.errors import (
@@ -91,6 +91,7 @@ def _audit_refusal(*, actor, error: DomainError, request_id: uuid.UUID | None = 
 
 
 def _settle(request: ConfirmationRequest) -> None:
+    correlation.set_run_id(request.run_id)
     confirmation_settled.send(
         sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status
     )
@@ -191,6 +192,7 @@ def _guarded(fn, *, actor, request_id: uuid.UUID | None = None, **kwargs):
 @transaction.atomic(durable=True)
 def _confirm_by_token(*, actor, token: str, cancel: bool) -> ConfirmationRequest:
     request = _lock_by_token(token, actor)
+    correlation.set_run_id(request.run_id)
     now = clock.now()
     try:
         _require_open(request, now=now)
@@ -250,6 +252,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
     now = clock.now()
+    correlation.set_run_id(request.run_id)
     _require_open(request, now=now)
     if Approval.objects.filter(request=request, approver=actor).exists():
         raise ConfirmationAlreadyDecided("you already decided this request")

@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentplatform import correlation
 from agentplatform.api.errors import PayloadTooLarge
 from agentplatform.errors import DomainError
 
@@ -54,6 +55,7 @@ class ApiView(APIView):
     renderer_classes = [JSONRenderer]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        correlation.set_run_id(None)
         # DRF's JSON parser reads the stream directly, so Django's DATA_UPLOAD_MAX_MEMORY_SIZE
         # (which guards request.body) never applies: refuse an oversized body before parsing.
         try:
@@ -72,6 +74,10 @@ class ApiView(APIView):
         if isinstance(response, Response) and response.status_code >= 400:
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
+            run_id = correlation.current_run_id()
+            if run_id is not None and isinstance(response.data, dict) and "code" in response.data:
+                # The run this request worked on: the client can read its real outcome from it.
+                response.data.setdefault("run_id", str(run_id))
         return super().finalize_response(request, response, *args, **kwargs)
 
 

@@ -56,9 +56,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, ModelUnavailable):
         return Response(error_body(exc.code, "the model is unavailable; try again", True), status=503)
     if isinstance(exc, OperationalError):
-        # The database refused for now (locked SQLite file, connection lost, statement timeout):
-        # the request changed nothing durable, so the client may retry.
-        return Response(error_body("DATABASE_BUSY", "the database is busy; try again", True), status=503)
+        # The database refused (locked SQLite file, connection lost, statement timeout). Work that
+        # committed before the failure stays committed, so the body never claims nothing happened:
+        # when a run is known its id is added (ApiView.finalize_response) to look the outcome up.
+        return Response(error_body("DATABASE_BUSY", "the database failed during the request; what committed before "
+                                   "the failure stays done: check the run (run_id, when given) before retrying",
+                                   True), status=503)
     if isinstance(exc, RequestDataTooBig):
         return Response(error_body(PayloadTooLarge.code, "the request body is too large"),
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

@@ -9,7 +9,7 @@ from agentplatform.api.views.audit import AuditEventListApi
 from agentplatform.api.views.chat import ChatApi
 from agentplatform.api.views.confirmations import ConfirmationCancelApi, ConfirmationConfirmApi, ConfirmationTokenApi
 from agentplatform.api.views.conversations import ConversationDetailApi, ConversationListCreateApi
-from agentplatform.api.views.runs import RunDetailApi, RunEventsApi
+from agentplatform.api.views.runs import RunCancelApi, RunDetailApi, RunEventsApi
 from agentplatform.api.views.tools import ToolListApi
 
 app_name = "api"
@@ -21,6 +21,7 @@ v1 = [
     path("chat/", ChatApi.as_view(), name="chat"),
     path("runs/<uuid:run_id>/", RunDetailApi.as_view(), name="run"),
     path("runs/<uuid:run_id>/events/", RunEventsApi.as_view(), name="run-events"),
+    path("runs/<uuid:run_id>/cancel/", RunCancelApi.as_view(), name="run-cancel"),
     path("confirmations/confirm/", ConfirmationConfirmApi.as_view(), name="confirmation-confirm"),
     path("confirmations/cancel/", ConfirmationCancelApi.as_view(), name="confirmation-cancel"),
     path("confirmations/<uuid:confirmation_id>/token/", ConfirmationTokenApi.as_view(), name="confirmation-token"),

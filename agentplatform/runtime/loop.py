@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
-from agentplatform import clock
+from agentplatform import clock, correlation
 from agentplatform.db import insert_row, update_row
 from agentplatform.errors import DomainError
 from agentplatform.llm import client as llm
@@ -151,6 +151,7 @@ def run_start(
                                         "internal": internal_tool_execution})
         Message.objects.create(conversation=conversation, run=run, role="user", content=message)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
+    correlation.set_run_id(run.pk)
     recorder = EventRecorder(run, listener)
     return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
 
@@ -220,6 +221,7 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
     it with MODEL_UNAVAILABLE. Raises RunClaimLost when recovery took the run over meanwhile.
     """
     claimed = _claim(run_id)
+    correlation.set_run_id(run_id)
     if claimed is None:
         run = _claim_running(run_id, lease_expires_at__isnull=True)
         if run is None:

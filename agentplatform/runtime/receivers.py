@@ -1,17 +1,32 @@
 """Signal receivers of the runtime: approvals settle a request, the runtime resumes its run."""
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
+
+
+logger = logging.getLogger(__name__)
 
 
 def enqueue_resume_on_commit(sender, *, request_id, run_id, status, **kwargs) -> None:
     """On `confirmation_settled`, enqueue `resume_run(run_id)` after the decision commits.
 
     A rolled-back decision enqueues nothing. The task is idempotent: a run that still waits for
-    other decisions, or that another worker already claimed, is left alone.
+    other decisions, or that another worker already claimed, is left alone. The decision is
+    committed before this runs, so a failure here (the broker is down; eagerly, an error of the
+    resumed run itself) never turns the decision's answer into an error: it is logged, and the
+    run stays waiting to resume until the recovery sweep (or the next read, eagerly) takes it.
     """
     if run_id is None:
         return
+    transaction.on_commit(lambda: _enqueue(run_id))
+
+
+def _enqueue(run_id) -> None:
     from agentplatform.runtime.tasks import resume_run
 
-    transaction.on_commit(lambda: resume_run.delay(str(run_id)))
+    try:
+        resume_run.delay(str(run_id))
+    except Exception:  # noqa: BLE001 - see the docstring above: the decision stands
+        logger.exception("resume of run %s was not enqueued now; the recovery sweep will resume it", run_id)

@@ -103,4 +103,27 @@ def run_pending_requests(*, run: Run) -> list[ConfirmationRequest]:
         return []
     rows = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()), run_id=run.pk)
             .annotate(approvals_count=Count("approvals", filter=Q(approvals__decision=Approval.Decision.APPROVE)))}
-    return [rows[cid] for cid in pending.values() if cid in rows]
+    # Identical calls of one turn share one request: list it once.
+    return [rows[cid] for cid in dict.fromkeys(pending.values()) if cid in rows]
+
+
+def run_decisions(*, run: Run) -> list[dict]:
+    """Every confirmation request of `run`, oldest first, with what humans decided on it: status,
+    outcome code, who ended it (role and username) and why, and each approver's decision with
+    its comment (approve comments included), so the requester sees what the approvers saw."""
+    rows = (ConfirmationRequest.objects.filter(run_id=run.pk, tenant_id=run.tenant_id)
+            .select_related("decided_by").prefetch_related("approvals__approver").order_by("created_at"))
+    decisions = []
+    for request in rows:
+        decided_by = None
+        if request.decided_by is not None:
+            role = "requester" if request.decided_by_id == request.user_id else "approver"
+            decided_by = {"role": role, "username": request.decided_by.get_username()}
+        decisions.append({
+            "confirmation_id": request.pk, "tool_call_id": request.tool_call_id, "tool": request.tool_name,
+            "summary": request.summary, "status": request.status, "outcome_code": request.outcome_code,
+            "decided_by": decided_by, "reason": request.decision_reason,
+            "approvals": [{"approver": a.approver.get_username(), "decision": a.decision, "comment": a.comment,
+                           "at": a.created_at} for a in request.approvals.all()],
+        })
+    return decisions

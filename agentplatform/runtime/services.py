@@ -6,14 +6,17 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform.errors import InvalidInput, PermissionDenied
+from agentplatform import clock, correlation
+from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentplatform.runtime import loop
+from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.loop import RunOutcome
-from agentplatform.runtime.models import Conversation, Run
+from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.runtime.selectors import conversation_get
 from approvals import services as approvals
 from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
+from audit import events as audit
 from tools.manager import PendingConfirmation
 
 MAX_MESSAGE_CHARS = 8000
@@ -56,8 +59,11 @@ def chat_send(
         raise InvalidInput("message must be a non-blank string")
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
-    return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
-                          request_id=request_id, listener=listener)
+    try:
+        return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
+                              request_id=request_id, listener=listener)
+    except loop.RunClaimLost:
+        return _as_it_stands(user=user)
 
 
 def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:
@@ -67,7 +73,10 @@ def _confirm_and_resume(*, user, conversation: Conversation, token: str, listene
         raise ConfirmationNotFound("no confirmation with this token in this conversation")
     # Confirming commits and enqueues the resume on commit (eager: it runs right here).
     approvals.confirmation_confirm(token=token, user=user)
-    outcome = run_continue(run_id=request.run_id, listener=listener)
+    try:
+        outcome = run_continue(run_id=request.run_id, listener=listener)
+    except loop.RunClaimLost:
+        outcome = None
     if outcome is None:
         run = Run.objects.get(pk=request.run_id)
         # Still waiting for other calls of the same turn: the client holds their tokens, and
@@ -98,3 +107,55 @@ def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOut
 def run_continue(*, run_id, listener: loop.Listener | None = None) -> RunOutcome | None:
     """Resume `run_id` if it can be resumed now (idempotent; see loop.run_resume)."""
     return loop.run_resume(run_id=run_id, listener=listener)
+
+
+def _as_it_stands(*, user) -> RunOutcome:
+    """The outcome of the current request's run as the database has it now: this process lost the
+    run (cancelled, or taken over by recovery), so it answers with the truth instead of an error."""
+    run = Run.objects.get(pk=correlation.current_run_id())
+    return outcome_with_fresh_tokens(user=user, run=run, reissue=False)
+
+
+def _may_cancel(*, actor, run: Run) -> bool:
+    """The requester, a tenant administrator of the run's tenant (staff of that tenant), or a
+    platform operator may cancel a run."""
+    return run.user_id == actor.pk or actor.is_superuser or (actor.is_staff and actor.tenant_id == run.tenant_id)
+
+
+def run_cancel(*, run_id, actor, reason: str = "") -> Run:
+    """Cancel a run that has not finished (RUNNING or AWAITING_CONFIRMATION): it becomes CANCELLED
+    (error_code RUN_CANCELLED), each of its open confirmation requests CANCELLED with the reason,
+    all audited in one transaction; a DONE event tells open streams. A holder still working on it
+    loses it: its next fenced write or tool execution stops (nothing runs after the cancel).
+
+    actor: the requester, or a tenant administrator of the run's tenant. Returns the run. Raises
+    NotFound (unknown id, another tenant's run, or another user's run for a non-administrator)
+    and Conflict (code RUN_FINISHED) for a run that already ended.
+    """
+    run = Run.objects.filter(pk=_uuid_or_none(run_id), tenant_id=actor.tenant_id).first() \
+        if actor.tenant_id is not None else None
+    if run is None or not _may_cancel(actor=actor, run=run):
+        raise NotFound("run not found")
+    who = actor.get_username()
+    why = f"cancelled by {who}" + (f": {reason.strip()[:300]}" if reason and reason.strip() else "")
+    with transaction.atomic(durable=True):
+        changed = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.AWAITING_CONFIRMATION)) \
+            .update(status=Run.Status.CANCELLED, lease_expires_at=None, error_code="RUN_CANCELLED",
+                    error_message=why[:500], updated_at=clock.now())
+        if changed != 1:
+            raise Conflict(f"run {run.pk} already ended ({run.status})", code="RUN_FINISHED")
+        approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor.pk, reason=why)
+        audit.record(tenant_id=run.tenant_id, actor_id=actor.pk, decision="CANCELLED", status="RUN_CANCELLED",
+                     request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
+    run.refresh_from_db()
+    recorder = EventRecorder(run)
+    recorder.emit(RunEvent.Type.ERROR, {"code": "RUN_CANCELLED", "message": why[:500]})
+    recorder.emit(RunEvent.Type.DONE, {"status": run.status})
+    return run
+
+
+def _uuid_or_none(value) -> uuid.UUID | None:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        return None

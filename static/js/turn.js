@@ -111,7 +111,7 @@
         this.stepState(payload.tool_call_id, payload.tool, payload.success ? "ok" : "failed",
           payload.success ? "done / 完成" : (payload.code || "failed"));
         var card = this.cardsById[payload.tool_call_id];
-        if (card) { card.settle(payload.success, payload.code); }
+        if (card) { card.settle(payload.success, payload.code, payload); }
         this.setStatus("Thinking… / 思考中");
         break;
       case "FINAL_TEXT":
@@ -138,10 +138,16 @@
 
   Turn.prototype.card = function (p) {
     var existing = this.cardsById[p.tool_call_id];
-    if (existing && existing.confirmationId === p.confirmation_id) { return existing; }
+    if (existing && existing.confirmationId === p.confirmation_id && existing.needs === p.needs) { return existing; }
     var card = new Card(this, p);
     this.cardsById[p.tool_call_id] = card;
-    this.cards.appendChild(card.node);
+    if (existing && existing.node.parentNode) {
+      // The same call waits again under a stricter policy: the new card replaces the old one.
+      existing.stopPolling();
+      existing.node.parentNode.replaceChild(card.node, existing.node);
+    } else {
+      this.cards.appendChild(card.node);
+    }
     return card;
   };
 
@@ -164,6 +170,11 @@
     head.appendChild(countdown);
     this.node.appendChild(head);
     this.node.appendChild(el("p", "card-summary", p.summary));
+    if (p.reason) {
+      var why = el("p", "card-reason", "Why it waits again / 再次等待原因: " + p.reason);
+      why.setAttribute("data-testid", "card-reason");
+      this.node.appendChild(why);
+    }
     this.statusLine = el("p", "card-status", "");
     this.actions = el("div", "card-actions");
     if (p.needs === "requester") {
@@ -211,15 +222,26 @@
     this.setStatus(text, kind);
   };
 
-  Card.prototype.settle = function (success, code) {
+  Card.prototype.settle = function (success, code, payload) {
     this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
+    var who = payload && payload.decided_by, reason = payload && payload.reason;
     if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
     else if (code === "REJECTED") {
-      this.resolve(this.needs === "requester" ? "Cancelled — nothing was done. / 已取消，未执行。"
-        : "Rejected by an approver — nothing was done. / 审批人已拒绝，未执行。", "failed");
+      if (who && who.role === "approver") {
+        this.resolve("Rejected by " + who.username + " — nothing was done. / 审批人已拒绝，未执行。"
+          + (reason ? " Reason / 原因: " + reason : ""), "failed");
+      } else if (who) {
+        this.resolve("Cancelled — nothing was done. / 已取消，未执行。", "failed");
+      } else {
+        this.resolve("Cancelled — nothing was done. / 已取消，未执行。" + (reason ? " " + reason : ""), "failed");
+      }
     }
     else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
-    else { this.resolve("Not done: " + code + " / 未执行", "failed"); }
+    else if (code === "SUPERSEDED") {
+      this.resolve("Replaced by a newer request — nothing was done here. / 已被新的请求取代，未执行。", "failed");
+    }
+    else { this.resolve("Not done: " + code + (reason ? " — " + reason : "") + " / 未执行", "failed"); }
+    if (this.node) { this.node.setAttribute("data-outcome", code || (success ? "OK" : "")); }
   };
 
   Card.prototype.token = function () {

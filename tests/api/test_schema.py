@@ -19,6 +19,7 @@ ENDPOINTS = {
     ("/api/v1/tools/", "get"), ("/api/v1/conversations/", "get"), ("/api/v1/conversations/", "post"),
     ("/api/v1/conversations/{conversation_id}/", "get"), ("/api/v1/chat/", "post"),
     ("/api/v1/runs/{run_id}/", "get"), ("/api/v1/runs/{run_id}/events/", "get"),
+    ("/api/v1/runs/{run_id}/cancel/", "post"),
     ("/api/v1/confirmations/confirm/", "post"), ("/api/v1/confirmations/cancel/", "post"),
     ("/api/v1/confirmations/{confirmation_id}/token/", "post"), ("/api/v1/approvals/", "get"),
     ("/api/v1/approvals/{request_id}/approve/", "post"), ("/api/v1/approvals/{request_id}/reject/", "post"),

@@ -86,9 +86,11 @@ def test_a_consume_that_keeps_failing_gives_up_after_three_attempts_and_executes
     run, pending = waiting_cancellation(requester)
     attempts = flaky_consume(99)
 
-    with pytest.raises(OperationalError):
-        services.chat_send(user=requester, message="yes", conversation_id=run.conversation_id,
-                           confirmation_token=pending.token)
+    # The decision committed: it is answered as committed (docs/decisions.md, items 15-16); the
+    # failed resume ends the run, which the answer shows.
+    answer = services.chat_send(user=requester, message="yes", conversation_id=run.conversation_id,
+                                confirmation_token=pending.token)
+    assert (answer.run.status, answer.run.error_code) == (Run.Status.FAILED, "SYSTEM_ERROR")
 
     assert len(attempts) == 3
     assert Cancellation.objects.count() == 0

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from agentplatform import clock
 from approvals import services as approvals
+from audit.models import AuditEvent
 from approvals.models import Approval, ConfirmationRequest
 from tools.catalog.models import Refund
 
@@ -134,12 +135,15 @@ def test_stale_page_cannot_decide_an_expired_request(client, approver1, refund_r
     assert _page(client, approver1).context["rows"] == []
 
 
-def test_expired_but_not_yet_swept_requests_leave_the_pending_tab(client, approver1, refund_request, monkeypatch):
+def test_a_request_past_its_deadline_is_settled_when_the_dashboard_is_read(client, approver1, refund_request,
+                                                                          monkeypatch):
+    # No beat ran: reading the page settles it (issue 8 item 9, settle-on-read), audited EXPIRED.
     monkeypatch.setattr(clock, "now", lambda: refund_request.expires_at + datetime.timedelta(seconds=1))
 
     assert _page(client, approver1).context["rows"] == []
     history = _page(client, approver1, "approvals:history").context["rows"]
-    assert [(r.pk, r.status, r.display_status) for r in history] == [(refund_request.pk, Status.PENDING, "EXPIRED")]
+    assert [(r.pk, r.status, r.display_status) for r in history] == [(refund_request.pk, Status.EXPIRED, "EXPIRED")]
+    assert AuditEvent.objects.filter(confirmation_id=refund_request.pk, decision="EXPIRED").count() == 1
 
 
 def test_reject_needs_a_reason(client, approver1, refund_request):

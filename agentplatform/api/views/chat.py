@@ -1,8 +1,11 @@
 """POST /api/v1/chat/: one chat turn (blocking), honouring an Idempotency-Key header."""
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Callable
+
+from django.db import DatabaseError, connection
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
@@ -19,7 +22,7 @@ from agentplatform.api.idempotency import (
     request_fingerprint,
 )
 from agentplatform.api.schema import BODY, COMMON, errors
-from agentplatform.errors import PermissionDenied
+from agentplatform.errors import RETRYABLE_RUN_ERRORS, PermissionDenied
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send
@@ -31,6 +34,8 @@ IDEMPOTENCY_KEY = OpenApiParameter(
                  "Same key and body: the stored response is replayed (header `Idempotent-Replayed: true`; "
                  "tokens are not replayed, get a fresh one from /confirmations/{id}/token/). Same key, other "
                  "body: 422. First request still running: 409 IN_PROGRESS."))
+
+logger = logging.getLogger(__name__)
 
 REQUEST_ID = OpenApiParameter(
     "X-Request-ID", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
@@ -67,7 +72,9 @@ def outcome_body(outcome: RunOutcome) -> dict[str, Any]:
         "run_id": run.pk,
         "status": run.status,
         "answer": run.final_answer if run.status == Run.Status.COMPLETED and run.final_answer else None,
-        "error": {"code": run.error_code, "message": run.error_message} if run.status == Run.Status.FAILED else None,
+        "error": ({"code": run.error_code, "message": run.error_message,
+                   "retryable": run.error_code in RETRYABLE_RUN_ERRORS}
+                  if run.status in (Run.Status.FAILED, Run.Status.CANCELLED) else None),
         "pending": [{**p.public(), "token": p.token} for p in outcome.pending],
         "tool_calls": outcome.tool_calls,
     }
@@ -111,6 +118,9 @@ class ChatApi(ApiView):
         class ErrorSerializer(serializers.Serializer):
             code = serializers.CharField()
             message = serializers.CharField()
+            retryable = serializers.BooleanField(help_text=(
+                "A provider outage or timeout: sending the same request again may succeed (its "
+                "Idempotency-Key is not kept)."))
 
         conversation_id = serializers.UUIDField()
         run_id = serializers.UUIDField()
@@ -163,13 +173,30 @@ class ChatApi(ApiView):
             except Exception as exc:  # noqa: BLE001 - turned into the stored error response below
                 response = self.handle_exception(exc)  # re-raises what has no error body (a 500)
         except BaseException:
-            http_idempotency_release(record=claim.record)
+            _release(claim.record)
             raise
         data = response.data
-        retryable = isinstance(data, dict) and data.get("retryable") is True
+        retryable = isinstance(data, dict) and (
+            data.get("retryable") is True
+            # a run that FAILED for a retryable reason (model outage) is not the key's final answer
+            or (isinstance(data.get("error"), dict) and data["error"].get("retryable") is True))
         if response.status_code >= 500 or retryable:
-            http_idempotency_release(record=claim.record)
+            _release(claim.record)
         else:
             http_idempotency_complete(record=claim.record, status_code=response.status_code,
                                       body=without_tokens(data))
         return response
+
+
+def _release(record) -> None:
+    """Release an unanswered Idempotency-Key claim. When the database connection itself broke
+    (the usual reason to be here), reconnect once: a claim left PROCESSING would answer 409
+    IN_PROGRESS to every retry until its lease ran out."""
+    try:
+        http_idempotency_release(record=record)
+    except DatabaseError:
+        connection.close()
+        try:
+            http_idempotency_release(record=record)
+        except DatabaseError:
+            logger.exception("could not release Idempotency-Key claim %s; it frees itself after its lease", record.pk)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,6 +28,16 @@ class ConfirmationSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     conversation_id = serializers.UUIDField()
     run_id = serializers.UUIDField(allow_null=True, help_text="Follow the resumed run with /runs/{id}/events/.")
+    run_status = serializers.SerializerMethodField(help_text=(
+        "The run's status now: AWAITING_CONFIRMATION after a committed decision means it waits to resume "
+        "(other calls still undecided, or its resume is queued)."))
+    outcome_code = serializers.CharField(allow_blank=True)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_run_status(self, request: ConfirmationRequest) -> str | None:
+        from agentplatform.runtime.models import Run
+
+        return Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first() if request.run_id else None
 
 
 @extend_schema_serializer(component_name="ConfirmationTokenInput")

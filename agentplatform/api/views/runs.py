@@ -22,7 +22,8 @@ from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.errors import InvalidInput
 from agentplatform.runtime.models import Run
-from agentplatform.runtime.selectors import run_events, run_get, run_pending_requests
+from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
+from agentplatform.runtime.services import run_cancel
 from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
@@ -48,6 +49,31 @@ class RunSerializer(serializers.Serializer):
         def get_needs(self, request: ConfirmationRequest) -> str:
             return "requester" if request.policy == ConfirmationRequest.Policy.REQUESTER else "approvers"
 
+    @extend_schema_serializer(component_name="RunDecision")
+    class DecisionSerializer(serializers.Serializer):
+        @extend_schema_serializer(component_name="RunDecider")
+        class DeciderSerializer(serializers.Serializer):
+            role = serializers.ChoiceField(choices=[("requester", "requester"), ("approver", "approver")])
+            username = serializers.CharField()
+
+        @extend_schema_serializer(component_name="RunApprovalDecision")
+        class ApprovalSerializer(serializers.Serializer):
+            approver = serializers.CharField()
+            decision = serializers.ChoiceField(choices=[("APPROVE", "APPROVE"), ("REJECT", "REJECT")])
+            comment = serializers.CharField(allow_blank=True)
+            at = serializers.DateTimeField()
+
+        confirmation_id = serializers.UUIDField()
+        tool_call_id = serializers.CharField(allow_blank=True)
+        tool = serializers.CharField()
+        summary = serializers.CharField()
+        status = serializers.ChoiceField(choices=ConfirmationRequest.Status.choices)
+        outcome_code = serializers.CharField(allow_blank=True, help_text=(
+            "What happened when it was consumed (OK, a business failure code) or why it was refused."))
+        decided_by = DeciderSerializer(allow_null=True, help_text="Who ended it; null: the platform (expiry, ...).")
+        reason = serializers.CharField(allow_blank=True, help_text="A rejection's reason, what superseded it, ...")
+        approvals = ApprovalSerializer(many=True, help_text="Each approver's decision and comment.")
+
     id = serializers.UUIDField()
     conversation_id = serializers.UUIDField()
     status = serializers.ChoiceField(choices=Run.Status.choices)
@@ -56,6 +82,7 @@ class RunSerializer(serializers.Serializer):
     error_message = serializers.CharField(allow_blank=True)
     iterations = serializers.IntegerField()
     pending = PendingSerializer(many=True, help_text="Calls the run waits for (no tokens here).")
+    decisions = DecisionSerializer(many=True, help_text="Every gated call of the run and what humans decided.")
     last_event_seq = serializers.IntegerField(help_text="Sequence number of the newest event (0: none).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -72,7 +99,31 @@ class RunDetailApi(ApiView):
         body = {"id": run.pk, "conversation_id": run.conversation_id, "status": run.status,
                 "answer": run.final_answer if run.status == Run.Status.COMPLETED and run.final_answer else None,
                 "error_code": run.error_code, "error_message": run.error_message, "iterations": run.iterations,
-                "pending": run_pending_requests(run=run), "last_event_seq": last,
+                "pending": run_pending_requests(run=run), "decisions": run_decisions(run=run),
+                "last_event_seq": last,
+                "created_at": run.created_at, "updated_at": run.updated_at}
+        return Response(RunSerializer(body).data)
+
+
+class RunCancelApi(ApiView):
+    """Cancel a run that has not finished: mine, or (tenant administrators) any of my tenant's.
+    Its waiting requests are cancelled with it, audited."""
+
+    @extend_schema_serializer(component_name="RunCancelInput")
+    class InputSerializer(serializers.Serializer):
+        reason = serializers.CharField(required=False, allow_blank=True, max_length=300)
+
+    @extend_schema(operation_id="runs_cancel", tags=["runs"], summary="Cancel a run",
+                   request=InputSerializer, responses={200: RunSerializer, **errors(*COMMON, 400, 404, 409)})
+    def post(self, request: Request, run_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        run_cancel(run_id=run_id, actor=request.user, reason=serializer.validated_data.get("reason", ""))
+        run = Run.objects.get(pk=run_id)
+        last = run_events(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
+        body = {"id": run.pk, "conversation_id": run.conversation_id, "status": run.status, "answer": None,
+                "error_code": run.error_code, "error_message": run.error_message, "iterations": run.iterations,
+                "pending": [], "decisions": run_decisions(run=run), "last_event_seq": last,
                 "created_at": run.created_at, "updated_at": run.updated_at}
         return Response(RunSerializer(body).data)
 

@@ -1,0 +1,87 @@
+"""Expiry and recovery that settle without a beat scheduler (docs/decisions.md, item 9).
+
+With a broker and `celery beat`, the periodic tasks expire requests and recover runs. The embedded
+default (`make demo` / `make serve`: no broker, eager tasks) has no beat, so two things do it
+instead, and both stay on with a broker too, as a safety net when beat is down:
+
+- `SettleOnReadMiddleware`: before a request is handled, requests past their deadline are expired
+  (one indexed EXISTS when nothing is due); each expiry settles its run, which resumes with
+  CONFIRMATION_EXPIRED on commit. So a page, list or run read after a deadline never shows it
+  still waiting.
+- `start_web_sweeper()`: a daemon thread the web process starts (wsgi.py / asgi.py) that does the
+  same, and recovers stuck runs, every WEB_SWEEP_SECONDS (5 s; 0 turns it off), so expiry also
+  settles within seconds when nobody reads.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from typing import Callable
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.http import HttpRequest, HttpResponse
+
+from approvals import services as approvals
+
+logger = logging.getLogger(__name__)
+
+SETTLED_PREFIXES = ("/api/", "/chat/", "/approvals/", "/admin/")
+
+
+class SettleOnReadMiddleware:
+    """Expire what is due before handling a request under /api/, /chat/, /approvals/ or /admin/
+    (APPROVALS_SETTLE_ON_READ, default on). A failure here is logged and never fails the request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if settings.APPROVALS_SETTLE_ON_READ and request.path.startswith(SETTLED_PREFIXES):
+            try:
+                approvals.confirmations_expire_due()
+            except Exception:  # noqa: BLE001 - settling is a courtesy of the read, not its purpose
+                logger.exception("settle-on-read failed; the sweeper or beat will expire later")
+        return self.get_response(request)
+
+
+def sweep_once() -> dict[str, int]:
+    """One sweep: expire due requests (their runs resume on commit) and push stuck runs.
+    Returns {"expired": n, "runs": n}."""
+    from agentplatform.runtime.recovery import stuck_work_recover
+    from agentplatform.runtime.tasks import resume_run
+
+    expired = approvals.confirmations_expire_due()
+    found = stuck_work_recover()
+    for run_id in found.run_ids:
+        resume_run.delay(str(run_id))
+    return {"expired": expired, "runs": len(found.run_ids)}
+
+
+_started = threading.Event()
+
+
+def start_web_sweeper() -> bool:
+    """Start the web process's sweeper thread once (WEB_SWEEP_SECONDS > 0). Returns True when this
+    call started it."""
+    interval = settings.WEB_SWEEP_SECONDS
+    # Under pytest the tests drive expiry and recovery themselves (and a thread touching the
+    # test database outside a test would be refused).
+    if interval <= 0 or _started.is_set() or "pytest" in sys.modules:
+        return False
+    _started.set()
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                sweep_once()
+            except Exception:  # noqa: BLE001 - a sweep that failed is retried at the next tick
+                logger.exception("web sweep failed")
+            finally:
+                close_old_connections()
+
+    threading.Thread(target=loop, name="agentplatform-web-sweeper", daemon=True).start()
+    return True
