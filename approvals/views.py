@@ -46,16 +46,19 @@ def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     row.argument_items = _argument_items(row.masked_arguments)
     row.decisions = list(row.approvals.all())
     row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk), None)
-    expired = row.status == ConfirmationRequest.Status.EXPIRED or (
-        row.status in (ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED)
-        and row.expires_at <= clock.now()
-    )
+    Status = ConfirmationRequest.Status
+    # Only an undecided request expires (docs/decisions.md); a confirmed one runs when its turn settles.
+    expired = row.status == Status.EXPIRED or (row.status == Status.PENDING and row.expires_at <= clock.now())
     if expired:
         row.display_status = "EXPIRED"
-    elif row.status == ConfirmationRequest.Status.CANCELLED:
-        row.display_status = "REJECTED"
-    elif row.status == ConfirmationRequest.Status.CONSUMED:
-        row.display_status = "EXECUTED"
+    elif row.status == Status.CANCELLED:
+        row.display_status = "CANCELLED" if row.outcome_code == "RUN_ENDED" else "REJECTED"
+    elif row.status == Status.CONSUMED:
+        # The real outcome of the execution: EXECUTED only when it succeeded.
+        row.display_status = "EXECUTED" if row.outcome_code in ("", "OK", "IDEMPOTENT_HIT") else \
+            f"FAILED ({row.outcome_code})"
+    elif row.status == Status.REFUSED:
+        row.display_status = f"REFUSED ({row.outcome_code})"
     else:
         row.display_status = row.status
     return row

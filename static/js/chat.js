@@ -209,7 +209,7 @@
       if (source.readyState === EventSource.CLOSED) {
         delete state.streams[runId];
         api("GET", "runs/" + encodeURIComponent(runId) + "/").then(function (run) {
-          if (run.status === "COMPLETED" || run.status === "FAILED") {
+          if (run.status === "COMPLETED" || run.status === "FAILED" || run.status === "CANCELLED") {
             if (run.answer && !turn.draft.classList.contains("final")) {
               turn.handle("FINAL_TEXT", { text: run.answer }, 0);
             }

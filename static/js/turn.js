@@ -35,6 +35,14 @@
     this.bubble.appendChild(this.notes);
     this.bubble.appendChild(this.draft);
     this.bubble.appendChild(this.status);
+    // Stop the run (it and its waiting requests are cancelled, audited); shown until it is done.
+    this.stopButton = el("button", "btn btn-ghost btn-small", "Stop this run / 停止");
+    this.stopButton.type = "button";
+    this.stopButton.setAttribute("data-testid", "stop-run");
+    this.stopButton.style.display = runId ? "" : "none";  // .btn sets display, so `hidden` would not hide it
+    var self = this;
+    this.stopButton.addEventListener("click", function () { self.stop(); });
+    this.bubble.appendChild(this.stopButton);
     this.row.appendChild(this.bubble);
     this.stepRows = {};
     this.cardsById = {};
@@ -46,6 +54,19 @@
   Turn.prototype.setRun = function (runId) {
     this.runId = runId;
     this.host.register(runId, this);
+    if (!this.done) { this.stopButton.style.display = ""; }
+  };
+
+  Turn.prototype.stop = function () {
+    var self = this;
+    if (!this.runId) { return; }
+    this.stopButton.disabled = true;
+    this.host.api("POST", "runs/" + encodeURIComponent(this.runId) + "/cancel/", {}).then(function () {
+      self.host.follow(self);
+    }).catch(function (error) {
+      self.stopButton.disabled = false;
+      self.setStatus(errorText(error), "failed");
+    });
   };
 
   /* Stop the timers of this turn's cards (the turn left the screen). */
@@ -128,6 +149,13 @@
         break;
       case "DONE":
         this.done = true;
+        this.stopButton.style.display = "none";
+        if (payload.status === "CANCELLED") {
+          var stopped = this.cardsById;
+          Object.keys(stopped).forEach(function (id) {
+            if (!stopped[id].settled) { stopped[id].settle(false, "RUN_CANCELLED", {}); }
+          });
+        }
         this.draft.classList.remove("streaming");
         if (payload.status === "FAILED") { this.row.classList.add("failed"); }
         this.setStatus("");
@@ -237,6 +265,7 @@
       }
     }
     else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
+    else if (code === "RUN_CANCELLED") { this.resolve("Run stopped — nothing was done. / 已停止，未执行。", "failed"); }
     else if (code === "SUPERSEDED") {
       this.resolve("Replaced by a newer request — nothing was done here. / 已被新的请求取代，未执行。", "failed");
     }

@@ -190,3 +190,39 @@ def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_of
     assert (completed.payload["tool"], completed.payload["code"]) == ("cancel_order", "TOOL_NOT_FOUND")
     assert _order(tenant, "A202607290003").status == Order.Status.PAID
     assert alice.console_errors == []
+
+
+def test_the_requester_sees_who_rejected_and_why_and_can_stop_a_waiting_run(open_person, requester, approver1):
+    # issue 8 items 4 and 10: the rejection's reason and the approver's name reach the requester's
+    # card; a run that still waits can be stopped from the chat page
+    expect = _expect()
+    alice = open_person("requester")
+    alice.sign_in(requester.username, DEMO_PASSWORD)
+    _send(alice, "Refund A202607290003 amount 50 because the item arrived damaged")
+    card = alice.page.locator("[data-testid=confirmation-card]")
+    expect(card.locator("[data-testid=approvals-count]")).to_have_text("0 / 2")
+
+    bob = open_person("approver1")
+    bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
+    request_card = bob.page.locator("[data-testid=request-card]")
+    request_card.locator("textarea[name=reason]").fill("fraud suspected")
+    request_card.locator("[data-testid=reject]").click()
+    expect(bob.page.locator("[data-testid=flash]")).to_be_visible()
+
+    expect(card).to_contain_text(f"Rejected by {approver1.username}")
+    expect(card).to_contain_text("fraud suspected")
+    alice.shot("1-rejected-with-reason")
+    assert Refund.objects.count() == 0
+
+    _send(alice, "Cancel A202607290001 because the customer changed their mind")
+    cancel_card = alice.page.locator("[data-testid=confirmation-card]").last
+    expect(cancel_card).to_contain_text("Cancel order A202607290001")
+    stop = alice.page.locator("[data-testid=stop-run]:visible")
+    expect(stop).to_have_count(1)
+    stop.click()
+
+    expect(cancel_card).to_contain_text("Run stopped")
+    alice.shot("2-run-stopped")
+    assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID
+    assert Run.objects.filter(user=requester, status=Run.Status.CANCELLED).count() == 1
+    assert alice.console_errors == [] and bob.console_errors == []
