@@ -38,7 +38,8 @@ SYSTEM_PROMPT = (
     "never guessed. 2. When a tool returns CONFIRMATION_REQUIRED, show the user what must be confirmed. "
     "3. Do not retry a high-risk tool before it is confirmed. 4. When a tool fails, state the error exactly; "
     "never pretend it succeeded. 5. Never ask the user for a tenant id, permissions or system tokens. "
-    "6. REJECTED means a human refused the action; CONFIRMATION_EXPIRED means nobody decided in time."
+    "6. REJECTED means a human refused the action (the result says who and why); CONFIRMATION_EXPIRED means "
+    "nobody decided in time; SUPERSEDED means a newer request replaced it; none of them ran."
 )  # seed 002 section 22, plus rule 6 (DESIGN section 9: keep rejected and expired distinct)
 
 Listener = Callable[[RunEvent], None]

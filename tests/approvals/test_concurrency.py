@@ -192,3 +192,37 @@ def test_a_tool_that_writes_then_refuses_runs_once_for_racing_consumers(transact
     assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONSUMED
     assert IdempotencyRecord.objects.get().status == IdempotencyRecord.Status.FAILED
     assert {r.code for r in results} <= {"ORDER_FROZEN", "CONFIRMATION_INVALID"}
+
+
+def test_racing_consumers_of_a_decision_whose_policy_became_stricter_run_nothing_and_regate_once(
+        transactional_db, requester):
+    # issue 8 items 1-3 under real concurrency: the risk was raised to CRITICAL after the requester
+    # confirmed; 20 racing consumers each re-evaluate at consume time, none executes, and the
+    # request goes back to waiting for approvers exactly once.
+    from tools.models import RiskLevel, Tool
+
+    conversation = conversation_create(user=requester)
+    message = assistant((CALL, "cancel_order", CANCEL_ARGS))
+    [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+    Tool.objects.filter(name="cancel_order").update(risk_override=RiskLevel.CRITICAL)
+    request_id = uuid.UUID(pending.confirmation_id)
+
+    def prepare(_):
+        user = User.objects.select_related("tenant").get(pk=requester.pk)
+        return tool_context(user, conversation.pk, confirmations={CALL: request_id})
+
+    def act(ctx):
+        [outcome] = ToolCallingManager().execute_tool_calls(ctx, message, only={CALL}).outcomes
+        return outcome
+
+    results = race(20, prepare, act)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert Cancellation.objects.count() == 0
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
+    request = ConfirmationRequest.objects.get(pk=request_id)
+    assert (request.status, request.policy, request.quorum) == ("PENDING", "APPROVERS", 2)
+    assert len(audit_rows(confirmation_id=request_id, status="REGATED")) == 1
+    assert not audit_rows(tool_call_id=CALL, decision="EXECUTED")
+    assert sum(r.pending is not None for r in results) == 1  # one consumer re-gated; the others were refused
