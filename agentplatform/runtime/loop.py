@@ -364,9 +364,14 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
         if call_id in answers or call_id in confirmed:
             continue
         request = requests[cid]
-        if request.status == ConfirmationRequest.Status.PENDING and request.expires_at > clock.now():
-            undecided.append(call_id)  # cannot happen after a claim; kept waiting, never guessed
-            continue
+        if request.status == ConfirmationRequest.Status.PENDING:
+            if request.expires_at > clock.now():
+                undecided.append(call_id)  # cannot happen after a claim; kept waiting, never guessed
+                continue
+            # Past its deadline but not swept yet: expire it now (audited), so the request and the
+            # answer the model gets say the same.
+            approvals.confirmations_expire(request_ids=[request.pk])
+            request.refresh_from_db()
         if request.decided_by_id is not None:
             request.decided_by = type(run.user).objects.filter(pk=request.decided_by_id).first()
         result, payload = _decision_answer(request)
