@@ -16,7 +16,6 @@ from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from agentplatform import clock
 from agentplatform.runtime import loop
 from agentplatform.runtime.recovery import stuck_work_recover
 
@@ -50,10 +49,6 @@ def resume_run(self, run_id: str) -> str:
     run with MODEL_UNAVAILABLE. A lost database connection is retried the same way. Eagerly (no
     broker, inside a web request) nothing is parked or retried: the run fails at once.
 
-    A run that is RUNNING under another holder's lease is looked at again once that lease has
-    expired (a retry with that countdown), so a run whose worker was killed mid-resume is
-    recovered even without beat.
-
     Returns "resumed", "recovered", "skipped" (nothing to take) or "superseded" (recovery took
     the run over while this task held it).
     """
@@ -64,14 +59,6 @@ def resume_run(self, run_id: str) -> str:
             return "resumed"
         if loop.run_recover(run_id=run_id, park_on_model_error=park) is not None:
             return "recovered"
-        held_until = _lease_of_running(run_id)
-        if (held_until is not None and not eager and not self.request.called_directly
-                and self.request.retries < self.max_retries):
-            # Someone holds the run. If that holder died (this is a redelivery after a killed
-            # worker), nobody else would push it without beat: come back when its lease has
-            # expired, and recover it then (a live holder will have finished: "skipped").
-            countdown = max(1, int((held_until - clock.now()).total_seconds()) + 1)
-            raise self.retry(countdown=countdown)
         return "skipped"
     except loop.RunParked as error:
         logger.warning("run %s parked: %s; retry %d of %d", run_id, error, self.request.retries + 1, self.max_retries)
@@ -108,11 +95,3 @@ def recover_stuck_runs() -> dict[str, int]:
     for run_id in found.run_ids:
         resume_run.delay(str(run_id))
     return {"idempotency_records": len(found.idempotency_record_ids), "runs": len(found.run_ids)}
-
-
-def _lease_of_running(run_id: str):
-    """The lease expiry of `run_id` when it is RUNNING and held (not parked), else None."""
-    from agentplatform.runtime.models import Run
-
-    return (Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, lease_expires_at__isnull=False)
-            .values_list("lease_expires_at", flat=True).first())

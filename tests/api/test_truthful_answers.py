@@ -135,3 +135,23 @@ def test_two_holders_never_collide_on_event_sequence_numbers(transactional_db, r
 
     seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_the_web_sweep_recovers_a_run_whose_holder_died_without_beat(requester, monkeypatch,
+                                                                     django_capture_on_commit_callbacks):
+    from agentplatform.runtime.settle import sweep_once
+
+    first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
+    with django_capture_on_commit_callbacks(execute=False):  # the resume message is lost with the worker
+        approvals.confirmation_confirm(token=first.pending[0].token, user=requester)
+    # the worker claimed the run and was killed (SIGKILL) before doing anything
+    Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
+    assert sweep_once()["runs"] == 0  # its lease still runs: nobody else touches it
+
+    later = Run.objects.get(pk=first.run.pk).lease_expires_at + datetime.timedelta(seconds=1)
+    monkeypatch.setattr(clock, "now", lambda: later)
+    assert sweep_once()["runs"] == 1  # eagerly, the pushed resume recovers it right here
+
+    run = Run.objects.get(pk=first.run.pk)
+    assert run.status == Run.Status.COMPLETED
+    assert Cancellation.objects.count() == 1

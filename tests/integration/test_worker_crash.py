@@ -101,10 +101,7 @@ def test_resume_outliving_the_visibility_timeout_is_redelivered_and_executes_onc
     assert worker.count(f"runtime.resume_run[{task_id}] received") >= 2, worker.tail()
     # the worker logs "succeeded" just after the run's last commit: wait for the line, not only the row
     wait_for(lambda: worker.count("'resumed'") >= 1, message="the resume's log line", details=worker.tail)
-    # the copy that found the run held by a live lease comes back when that lease expires
-    # (docs/decisions.md, item 10): a retry, never a second execution
-    assert worker.count("'resumed'") == 1, worker.tail()
-    assert worker.count("'skipped'") + worker.count("retry: Retry in") >= 1, worker.tail()
+    assert worker.count("'resumed'") == 1 and worker.count("'skipped'") >= 1, worker.tail()
     assert run.status == Run.Status.COMPLETED, run.error_message
     assert Cancellation.objects.count() == 1
     assert len(list(markers.iterdir())) == 1
