@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "agentplatform.runtime",
     # the REST API (its HTTP Idempotency-Key records) sits on top of everything
     "agentplatform.api",
+    # control-plane audit: receivers on every model an administrator changes (docs/roles.md)
+    "agentplatform.controlplane",
 ]
 
 MIDDLEWARE = [
@@ -54,6 +56,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # remembers the request, so control-plane audit rows name the actor (agentplatform.tenancy.actor)
+    "agentplatform.tenancy.actor.ActorMiddleware",
     # Expire requests past their deadline before anything is read (docs/decisions.md, item 9).
     "agentplatform.runtime.settle.SettleOnReadMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

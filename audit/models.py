@@ -47,6 +47,9 @@ class AuditEvent(models.Model):
         CONSUMED = "CONSUMED"
         REFUSED = "REFUSED"
         RECOVERED = "RECOVERED"
+        # A control-plane change (whitelist, overrides, grants, members, roles, groups, API
+        # tokens): status CREATED / CHANGED / DELETED, old -> new values in masked_arguments.
+        CONTROL_CHANGE = "CONTROL_CHANGE"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     occurred_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -33,6 +33,9 @@ class Tool(models.Model):
     policy_override = models.CharField(max_length=16, choices=ApprovalPolicy.choices, blank=True)
     quorum = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Approvals needed; blank = registry.")
     ttl_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Confirmation TTL; blank = registry.")
+    critical_floor_waiver = models.TextField(
+        blank=True, help_text="Platform operators only: the written reason for taking a CRITICAL tool below two "
+                              "distinct approvers. Blank = the floor holds whatever the overrides say.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -53,6 +56,18 @@ class Tool(models.Model):
     def policy(self) -> str:
         return self.policy_override or self.default_policy
 
+    def clean(self) -> None:
+        """Refuse global overrides that take a CRITICAL tool below two approvers without a reason
+        (tools.policy.global_override_errors). Raises ValidationError."""
+        from django.core.exceptions import ValidationError
+
+        from tools.policy import global_override_errors
+        from tools.registry import registry
+
+        errors = global_override_errors(registry.get(self.name), self)
+        if errors:
+            raise ValidationError(errors)
+
 
 class TenantToolPolicy(models.Model):
     """Per-tenant whitelist entry: a tool is offered in a tenant only where `enabled`.
@@ -63,6 +78,12 @@ class TenantToolPolicy(models.Model):
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="tool_policies")
     tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="tenant_policies")
     enabled = models.BooleanField(default=True)
+    risk_override = models.CharField(max_length=16, choices=RiskLevel.choices, blank=True,
+                                     help_text="Raise the risk for this tenant only; blank = the global value.")
+    quorum = models.PositiveSmallIntegerField(null=True, blank=True,
+                                              help_text="Raise the approvals needed in this tenant; blank = global.")
+    ttl_seconds = models.PositiveIntegerField(null=True, blank=True,
+                                              help_text="Shorten the confirmation TTL in this tenant; blank = global.")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -72,6 +93,19 @@ class TenantToolPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant} / {self.tool} ({'on' if self.enabled else 'off'})"
+
+    def clean(self) -> None:
+        """Tenant overrides only tighten (tools.policy.tenant_override_errors). Raises ValidationError."""
+        from django.core.exceptions import ValidationError
+
+        from tools.policy import tenant_override_errors
+        from tools.registry import registry
+
+        if self.tool_id is None:
+            return
+        errors = tenant_override_errors(registry.get(self.tool.name), self.tool, self)
+        if errors:
+            raise ValidationError(errors)
 
 
 class IdempotencyRecord(models.Model):

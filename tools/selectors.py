@@ -11,6 +11,9 @@ from tools.models import TenantToolPolicy, Tool
 from tools.registry import ToolSpec, registry
 
 _SQL: dict[tuple[str, bool], str] = {}
+# The tenant's tighten-only overrides, read in the same statement and attached to each Tool row as
+# `row.tenant_policy` (what tools.policy.effective_policy applies; docs/roles.md).
+_TENANT_OVERRIDES = ("id", "tenant", "tool", "enabled", "risk_override", "quorum", "ttl_seconds")
 
 
 def _offered_rows_sql(*, superuser: bool) -> str:
@@ -33,7 +36,8 @@ def _offered_rows_sql(*, superuser: bool) -> str:
     user_perms, group_perms = get_user_obj_perms_model(Tool)._meta, get_group_obj_perms_model(Tool)._meta
     user_groups = get_user_model()._meta.get_field("groups").remote_field.through._meta
     permission = Permission._meta
-    columns = ", ".join(f"t.{q(f.column)}" for f in tool.concrete_fields)
+    columns = ", ".join([f"t.{q(f.column)}" for f in tool.concrete_fields]
+                        + [f"p.{q(policy.get_field(name).column)}" for name in _TENANT_OVERRIDES])
     sql = (f"SELECT {columns} FROM {q(tool.db_table)} t "
            f"JOIN {q(policy.db_table)} p ON p.{q('tool_id')} = t.{q('id')} "
            f"WHERE t.{q('enabled')} AND t.{q('registered')} AND p.{q('enabled')} AND p.{q('tenant_id')} = %s")
@@ -58,7 +62,9 @@ def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
 
     Offered = registered in code, enabled globally, enabled for the user's tenant by a
     TenantToolPolicy row, `use_tool` held on the row (user or group, no global grant), and the
-    tool's own Django permission held. A user without a tenant is offered nothing.
+    tool's own Django permission held. A user without a tenant is offered nothing. Each row
+    carries the tenant's TenantToolPolicy as `row.tenant_policy`, so `effective_policy(spec, row)`
+    applies the tenant's tighten-only overrides.
     """
     if user.tenant_id is None or not user.is_active:
         return {}
@@ -67,12 +73,14 @@ def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
         content_type = ContentType.objects.get_for_model(Tool).pk  # cached by Django per process
         params += [content_type, user.pk, content_type, user.pk]
     names = [f.attname for f in Tool._meta.concrete_fields]
+    policy_names = [TenantToolPolicy._meta.get_field(name).attname for name in _TENANT_OVERRIDES]
     with connection.cursor() as cursor:
         cursor.execute(_offered_rows_sql(superuser=user.is_superuser), params)
         rows = cursor.fetchall()
     offered: dict[str, tuple[ToolSpec, Tool]] = {}
     for values in rows:
-        row = Tool.from_db(connection.alias, names, values)
+        row = Tool.from_db(connection.alias, names, values[:len(names)])
+        row.tenant_policy = TenantToolPolicy.from_db(connection.alias, policy_names, values[len(names):])
         spec = registry.get(row.name)
         if spec is None or (spec.permission and not user.has_perm(spec.permission)):
             continue

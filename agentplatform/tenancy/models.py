@@ -29,3 +29,18 @@ class User(AbstractUser):
 
     class Meta(AbstractUser.Meta):
         swappable = "AUTH_USER_MODEL"
+
+
+class TenantGroup(models.Model):
+    """Makes an auth Group belong to one tenant. A group without this row is platform-wide and is
+    managed by platform operators only (docs/roles.md); a tenant administrator sees, creates and
+    fills only the groups of their tenant."""
+
+    group = models.OneToOneField("auth.Group", primary_key=True, on_delete=models.CASCADE, related_name="tenant_link")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="groups")
+
+    class Meta:
+        verbose_name = "tenant of a group"
+
+    def __str__(self) -> str:
+        return f"{self.group_id} in {self.tenant_id}"
