@@ -9,17 +9,19 @@ from __future__ import annotations
 from django.contrib import admin
 
 from approvals.models import Approval, ConfirmationRequest
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 
 
-class ApprovalInline(ReadOnlyInlineMixin, admin.TabularInline):
+class ApprovalInline(TenantScopedMixin, ReadOnlyInlineMixin, admin.TabularInline):
     model = Approval
+    tenant_path = "request__tenant_id"
     fields = ("approver", "decision", "comment", "created_at")
     readonly_fields = fields
 
 
 @admin.register(ConfirmationRequest)
-class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConfirmationRequestAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("created_at", "tenant", "tool_name", "risk", "policy", "status", "user", "approvals_so_far",
                     "expires_at")
     list_filter = ("status", "policy", "risk", "tool_name", "tenant")
@@ -47,7 +49,8 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ApprovalAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    tenant_path = "request__tenant_id"
     list_display = ("created_at", "approver", "decision", "request", "comment")
     list_filter = ("decision",)
     search_fields = ("approver__username", "comment", "request__id")

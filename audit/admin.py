@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from audit.models import AuditEvent
 
 
@@ -36,7 +37,7 @@ class ReadOnlyInlineMixin(ReadOnlyAdminMixin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Every decision on a tool call, confirmation or approval, in order. Arguments appear only as
     their hash and masked form; tokens never reach these rows."""
 

@@ -71,6 +71,20 @@ def acme_admin(people):
 
 
 @pytest.fixture
+def operator(people):
+    """The platform operator (superuser, no tenant)."""
+    from agentplatform.runtime.demo.seed import platform_operator
+
+    return platform_operator()
+
+
+@pytest.fixture
+def globex_admin(people):
+    """The tenant administrator of globex."""
+    return people["globex"]["admin"]
+
+
+@pytest.fixture
 def outsider(people):
     """A requester of the other tenant (globex) with the same permissions there."""
     return people["globex"]["requester"]

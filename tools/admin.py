@@ -1,36 +1,61 @@
-"""Admin of the tool registry mirror: tools (enable, risk/policy overrides, quorum, TTL, guardian
-object permissions), per-tenant whitelists, and read-only idempotency records.
+"""Admin of the tool registry mirror, by role (docs/roles.md).
+
+Platform operators: tools (enable, global risk/policy overrides, quorum, TTL, the written reason
+for loosening a CRITICAL tool), every tenant's whitelist, guardian grants to anyone.
+Tenant administrators: read the tools with the policy in effect *in their tenant*; manage their
+tenant's whitelist entries and tighten-only overrides (TenantToolPolicy); grant `use_tool` /
+`approve_tool` on guardian's object-permission pages to their own tenant's users and groups only.
 
 Tool rows mirror the code registry (`tools_sync_registry`), so they are never added or deleted
-here; what an admin changes are the overrides, which the pipeline reads on every call (and
-re-checks when a confirmation is consumed, DESIGN section 9).
+here. Everything shown as "in effect" is computed by `tools.policy.effective_policy`, the function
+the pipeline uses.
 """
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from guardian.admin import GuardedModelAdmin
+from django.http import Http404, HttpRequest
+from django.contrib.admin.utils import unquote
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from guardian.admin import GroupManage, GuardedModelAdmin, UserManage
+from guardian.forms import GroupObjectPermissionsForm, UserObjectPermissionsForm
+from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
+from agentplatform.tenancy.actor import current_request
 from agentplatform.tenancy.admin import TenantAdmin as BaseTenantAdmin
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin, tenant_groups, tenant_users
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 from audit.admin import ReadOnlyAdminMixin
 from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
 from tools.policy import EffectivePolicy, effective_policy
 from tools.registry import registry
 from tools.services import tenant_tool_set_enabled
 
+# What a tenant administrator may grant on a tool (guardian object permissions). Django's own
+# add/change/delete/view_tool are platform operators' business.
+TENANT_GRANTABLE = ("use_tool", "approve_tool")
 
-class _TenantToolPolicyInline(admin.TabularInline):
+
+def _describe(policy: EffectivePolicy | None) -> str:
+    if policy is None:
+        return "not registered in code: never offered"
+    return f"risk {policy.risk}, policy {policy.policy}, quorum {policy.quorum}, TTL {policy.ttl_seconds} s"
+
+
+class _TenantToolPolicyInline(TenantScopedMixin, admin.TabularInline):
     model = TenantToolPolicy
     readonly_fields = ("updated_at",)
     extra = 0
+    tenant_admin_can = frozenset({"view"})
 
 
 class TenantPolicyOnToolInline(_TenantToolPolicyInline):
     """Which tenants get this tool (TenantToolPolicy rows; a tenant without a row does not)."""
 
-    fields = ("tenant", "enabled", "updated_at")
+    fields = ("tenant", "enabled", "risk_override", "quorum", "ttl_seconds", "updated_at")
     verbose_name = "tenant whitelist entry"
     verbose_name_plural = "tenant whitelist (a tenant without an enabled row is not offered this tool)"
 
@@ -43,8 +68,50 @@ class ToolPolicyOnTenantInline(_TenantToolPolicyInline):
     verbose_name_plural = "tool whitelist (unchecked or missing = not offered in this tenant)"
 
 
+class _TenantUserManage(UserManage):
+    """guardian's user picker, limited to the tenant administrator's own tenant (else: "does not exist")."""
+
+    tenant_id: int
+
+    def clean_user(self):
+        from django.forms import ValidationError
+
+        user = super().clean_user()
+        if not tenant_users(self.tenant_id).filter(pk=user.pk).exists():
+            raise ValidationError(self.fields["user"].error_messages["does_not_exist"])
+        return user
+
+
+class _TenantGroupManage(GroupManage):
+    tenant_id: int
+
+    def clean_group(self):
+        from django.forms import ValidationError
+
+        group = super().clean_group()
+        if not tenant_groups(self.tenant_id).filter(pk=group.pk).exists():
+            raise ValidationError(self.fields["group"].error_messages["does_not_exist"])
+        return group
+
+
+class _LimitedChoices:
+    """guardian's object-permission form offering only `use_tool` and `approve_tool`; saving
+    touches only those (guardian's save_obj_perms works on the offered choices)."""
+
+    def get_obj_perms_field_choices(self):
+        return [(code, name) for code, name in super().get_obj_perms_field_choices() if code in TENANT_GRANTABLE]
+
+
+class _TenantUserPermsForm(_LimitedChoices, UserObjectPermissionsForm):
+    pass
+
+
+class _TenantGroupPermsForm(_LimitedChoices, GroupObjectPermissionsForm):
+    pass
+
+
 @admin.register(Tool)
-class ToolAdmin(GuardedModelAdmin):
+class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
     `use_tool` and `approve_tool` to users and groups."""
 
@@ -56,20 +123,34 @@ class ToolAdmin(GuardedModelAdmin):
                        "updated_at")
     fieldsets = (
         (None, {"fields": ("name", "description", "registered", "enabled")}),
-        ("Risk and approval policy (blank = the registry's value)", {
+        ("Risk and approval policy for every tenant (blank = the registry's value)", {
             "fields": (("default_risk", "risk_override"), ("default_policy", "policy_override"), "quorum",
-                       "ttl_seconds"),
+                       "ttl_seconds", "critical_floor_waiver"),
         }),
         (None, {"fields": ("in_effect", "updated_at")}),
     )
     list_editable = ("enabled",)
     inlines = [TenantPolicyOnToolInline]
+    tenant_path = None  # tools are shared: every tenant administrator reads them
+    tenant_admin_can = frozenset({"view"})
 
-    @staticmethod
-    def _effective(obj: Tool) -> EffectivePolicy | None:
-        """What the pipeline applies now: registry spec + overrides + floors (tools.policy)."""
+    def get_changelist_instance(self, request):
+        changelist = super().get_changelist_instance(request)
+        if self.role(request) == TENANT_ADMINISTRATOR:
+            changelist.list_editable = ()  # global `enabled` is the operators'
+        return changelist
+
+    def _effective(self, obj: Tool) -> EffectivePolicy | None:
+        """What the pipeline applies now (tools.policy.effective_policy): for a tenant administrator,
+        in their tenant (the tenant's overrides included); for an operator, before tenant overrides."""
         spec = registry.get(obj.name)
-        return effective_policy(spec, obj) if spec is not None else None
+        if spec is None:
+            return None
+        request = current_request()  # the "in effect" columns show the viewer's tenant policy
+        tenant_policy = None
+        if request is not None and admin_role(request.user) == TENANT_ADMINISTRATOR:
+            tenant_policy = TenantToolPolicy.objects.filter(tool=obj, tenant_id=request.user.tenant_id).first()
+        return effective_policy(spec, obj, tenant_policy)
 
     @admin.display(description="risk")
     def effective_risk(self, obj: Tool) -> str:
@@ -93,11 +174,8 @@ class ToolAdmin(GuardedModelAdmin):
 
     @admin.display(description="in effect now")
     def in_effect(self, obj: Tool) -> str:
-        policy = self._effective(obj)
-        if policy is None:
-            return "not registered in code: never offered"
-        return (f"risk {policy.risk}, policy {policy.policy}, quorum {policy.quorum}, TTL {policy.ttl_seconds} s "
-                "(CRITICAL is always approver-gated with at least 2 distinct approvers)")
+        return _describe(self._effective(obj)) + (
+            " (CRITICAL is always approver-gated with at least 2 distinct approvers unless a written waiver is stored)")
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # rows mirror the code registry
@@ -105,17 +183,137 @@ class ToolAdmin(GuardedModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # confirmation requests and audit rows refer to tools; disable instead
 
+    # -- guardian's object-permission pages, scoped ------------------------------------------------
+    # guardian lets anyone with change permission on the model grant anything to anyone. Here a
+    # platform operator keeps that; a tenant administrator sees and grants only use_tool /
+    # approve_tool, only to users and groups of their tenant; another tenant's user or group
+    # answers 404. Saves are atomic, so each grant and its audit row commit together.
+
+    def _grants_allowed(self, request) -> bool:
+        return self.role(request) is not None
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # guardian's views ask has_change_permission(request, None); Tool rows themselves stay
+        # read-only for tenant administrators (tenant_admin_can has no "change").
+        if getattr(request, "_obj_perms_view", False):
+            return self._grants_allowed(request)
+        return super().has_change_permission(request, obj)
+
+    def get_obj_perms_user_select_form(self, request):
+        if self.role(request) != TENANT_ADMINISTRATOR:
+            return super().get_obj_perms_user_select_form(request)
+        return type("TenantUserManage", (_TenantUserManage,), {"tenant_id": request.user.tenant_id})
+
+    def get_obj_perms_group_select_form(self, request):
+        if self.role(request) != TENANT_ADMINISTRATOR:
+            return super().get_obj_perms_group_select_form(request)
+        return type("TenantGroupManage", (_TenantGroupManage,), {"tenant_id": request.user.tenant_id})
+
+    def get_obj_perms_manage_user_form(self, request):
+        return _TenantUserPermsForm if self.role(request) == TENANT_ADMINISTRATOR else \
+            super().get_obj_perms_manage_user_form(request)
+
+    def get_obj_perms_manage_group_form(self, request):
+        return _TenantGroupPermsForm if self.role(request) == TENANT_ADMINISTRATOR else \
+            super().get_obj_perms_manage_group_form(request)
+
+    def obj_perms_manage_view(self, request, object_pk):
+        """guardian's page for an operator; for a tenant administrator the same page listing only
+        their tenant's users and groups, whose pickers find only those."""
+        request._obj_perms_view = True
+        if self.role(request) != TENANT_ADMINISTRATOR:
+            return super().obj_perms_manage_view(request, object_pk)
+        obj = get_object_or_404(self.get_queryset(request), pk=unquote(object_pk))
+        tenant_id = request.user.tenant_id
+        members = set(tenant_users(tenant_id).values_list("pk", flat=True))
+        groups = set(tenant_groups(tenant_id).values_list("pk", flat=True))
+        users_perms = sorted(((u, [p for p in perms if p in TENANT_GRANTABLE]) for u, perms in get_users_with_perms(
+            obj, attach_perms=True, with_group_users=False).items() if u.pk in members), key=lambda i: i[0].username)
+        groups_perms = sorted(((g, [p for p in perms if p in TENANT_GRANTABLE]) for g, perms in get_groups_with_perms(
+            obj, attach_perms=True).items() if g.pk in groups), key=lambda i: i[0].name)
+        user_form_class = self.get_obj_perms_user_select_form(request)
+        group_form_class = self.get_obj_perms_group_select_form(request)
+        user_form, group_form = user_form_class(), group_form_class()
+        info = self.admin_site.name, self.model._meta.app_label, self.model._meta.model_name
+        if request.method == "POST" and "submit_manage_user" in request.POST:
+            user_form = user_form_class(request.POST)
+            if user_form.is_valid():
+                return redirect(reverse("%s:%s_%s_permissions_manage_user" % info,
+                                        args=[obj.pk, user_form.cleaned_data["user"].pk]))
+        elif request.method == "POST" and "submit_manage_group" in request.POST:
+            group_form = group_form_class(request.POST)
+            if group_form.is_valid():
+                return redirect(reverse("%s:%s_%s_permissions_manage_group" % info,
+                                        args=[obj.pk, group_form.cleaned_data["group"].pk]))
+        context = self.get_obj_perms_base_context(request, obj)
+        context.update({"users_perms": dict(users_perms), "groups_perms": dict(groups_perms),
+                        "user_form": user_form, "group_form": group_form})
+        request.current_app = self.admin_site.name
+        return render(request, self.get_obj_perms_manage_template(), context)
+
+    def get_obj_perms_base_context(self, request, obj):
+        context = super().get_obj_perms_base_context(request, obj)
+        if self.role(request) == TENANT_ADMINISTRATOR:
+            context["model_perms"] = [p for p in context["model_perms"] if p.codename in TENANT_GRANTABLE]
+        return context
+
+    def obj_perms_manage_user_view(self, request, object_pk, user_id):
+        request._obj_perms_view = True
+        if self.role(request) == TENANT_ADMINISTRATOR and not tenant_users(request.user.tenant_id).filter(
+                pk=user_id).exists():
+            raise Http404("no such user")
+        with transaction.atomic():
+            return super().obj_perms_manage_user_view(request, object_pk, user_id)
+
+    def obj_perms_manage_group_view(self, request, object_pk, group_id):
+        request._obj_perms_view = True
+        if self.role(request) == TENANT_ADMINISTRATOR and not tenant_groups(request.user.tenant_id).filter(
+                pk=group_id).exists():
+            raise Http404("no such group")
+        with transaction.atomic():
+            return super().obj_perms_manage_group_view(request, object_pk, group_id)
+
 
 @admin.register(TenantToolPolicy)
-class TenantToolPolicyAdmin(admin.ModelAdmin):
-    """Per-tenant tool whitelist. Disabling a row removes the tool from that tenant's next runs."""
+class TenantToolPolicyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    """Per-tenant whitelist and tighten-only overrides. Disabling a row removes the tool from that
+    tenant's next runs; risk, quorum and TTL here may only make the tool stricter in that tenant."""
 
-    list_display = ("tenant", "tool", "enabled", "updated_at")
+    list_display = ("tenant", "tool", "enabled", "risk_override", "quorum", "ttl_seconds", "in_effect", "updated_at")
     list_filter = ("enabled", "tenant", "tool")
     list_editable = ("enabled",)
     list_select_related = ("tenant", "tool")
     search_fields = ("tenant__slug", "tool__name")
+    fields = ("tenant", "tool", "enabled", "risk_override", "quorum", "ttl_seconds", "in_effect", "updated_at")
+    readonly_fields = ("in_effect", "updated_at")
     actions = ["enable_entries", "disable_entries"]
+    tenant_admin_can = frozenset({"view", "add", "change", "delete"})
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        return [f for f in fields if f != "tenant"] if self.role(request) == TENANT_ADMINISTRATOR else fields
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if self.role(request) != TENANT_ADMINISTRATOR:
+            return form
+        tenant_id = request.user.tenant_id
+
+        class TenantForm(form):
+            def _post_clean(self):  # the tenant is set before model validation (unique, tighten-only)
+                self.instance.tenant_id = tenant_id
+                super()._post_clean()
+
+        return TenantForm
+
+    @admin.display(description="in effect in this tenant")
+    def in_effect(self, obj: TenantToolPolicy) -> str:
+        if obj.pk is None:
+            return "—"
+        if not obj.enabled:
+            return "disabled: not offered in this tenant"
+        spec = registry.get(obj.tool.name)
+        return _describe(effective_policy(spec, obj.tool, obj) if spec else None)
 
     @admin.action(description="Enable for the tenant", permissions=["change"])
     def enable_entries(self, request: HttpRequest, queryset: QuerySet[TenantToolPolicy]) -> None:
@@ -134,7 +332,7 @@ class TenantToolPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(IdempotencyRecord)
-class IdempotencyRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class IdempotencyRecordAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     """Claims and stored results of side effects: evidence, never edited by hand."""
 
     list_display = ("tool_name", "status", "tenant", "short_key", "business_result_id", "created_at", "updated_at")

@@ -88,10 +88,13 @@ def _tool_of(perm_row: Any) -> str:
 
 def _watched() -> dict[type, Watched]:
     from guardian.models import GroupObjectPermission, UserObjectPermission
-    from rest_framework.authtoken.models import Token
+    from rest_framework.authtoken.models import Token, TokenProxy
 
     from tools.models import TenantToolPolicy, Tool
 
+    token = Watched("api_token", lambda t: {"user": t.user.username,
+                                            "created": t.created.isoformat() if t.created else None},
+                    lambda t: _user_tenants(t.user), lambda t: f"token of {t.user.username}")
     return {
         Tool: Watched(
             "tool",
@@ -118,10 +121,10 @@ def _watched() -> dict[type, Watched]:
             lambda r: {"group": r.group.name, "permission": _perm(r.permission), "object": _object_name(r)},
             lambda r: _group_tenants(r.group), lambda r: f"{r.group.name}:{r.permission.codename}:{r.object_pk}",
             _tool_of),
-        # The key is the token's primary key: never shown, never stored here.
-        Token: Watched("api_token", lambda t: {"user": t.user.username, "created": t.created.isoformat()
-                                               if t.created else None},
-                       lambda t: _user_tenants(t.user), lambda t: f"token of {t.user.username}"),
+        # The key is the token's primary key: never shown, never stored here. The admin deletes
+        # through the proxy model, whose signals carry the proxy as sender.
+        Token: token,
+        TokenProxy: token,
     }
 
 

@@ -4,31 +4,34 @@ from __future__ import annotations
 from django.contrib import admin
 
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 
 
-class MessageInline(ReadOnlyInlineMixin, admin.TabularInline):
+class MessageInline(TenantScopedMixin, ReadOnlyInlineMixin, admin.TabularInline):
     model = Message
+    tenant_path = "conversation__tenant_id"
     fields = ("created_at", "role", "content", "tool_call_id", "in_memory")
     readonly_fields = fields
     show_change_link = False
 
 
-class RunInline(ReadOnlyInlineMixin, admin.TabularInline):
+class RunInline(TenantScopedMixin, ReadOnlyInlineMixin, admin.TabularInline):
     model = Run
     fields = ("created_at", "status", "iterations", "stop_reason", "error_code")
     readonly_fields = fields
 
 
-class RunEventInline(ReadOnlyInlineMixin, admin.TabularInline):
+class RunEventInline(TenantScopedMixin, ReadOnlyInlineMixin, admin.TabularInline):
     model = RunEvent
+    tenant_path = "run__tenant_id"
     fields = ("seq", "type", "payload", "created_at")
     readonly_fields = fields
     show_change_link = False
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class ConversationAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("title", "tenant", "user", "created_at", "updated_at")
     list_filter = ("tenant",)
     search_fields = ("id", "title", "user__username")
@@ -38,7 +41,7 @@ class ConversationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("created_at", "tenant", "user", "status", "iterations", "stop_reason", "error_code")
     list_filter = ("status", "tenant", "error_code")
     search_fields = ("id", "request_id", "user__username")
@@ -49,7 +52,8 @@ class RunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(RunEvent)
-class RunEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class RunEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    tenant_path = "run__tenant_id"
     list_display = ("run", "seq", "type", "created_at")
     list_filter = ("type",)
     search_fields = ("run__id",)

@@ -48,3 +48,8 @@ class ActorMiddleware:
             return self.get_response(request)
         finally:
             _request.reset(token)
+
+
+def current_request() -> Any:
+    """The HttpRequest being served in this context (None outside a request)."""
+    return _request.get()

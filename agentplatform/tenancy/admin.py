@@ -1,11 +1,27 @@
+"""Admin of tenants, their members and groups, scoped by role (docs/roles.md).
+
+Platform operators see every tenant. A tenant administrator sees their own tenant (read-only),
+manages its members (never a superuser, never moving anyone to another tenant, never making
+anyone a superuser; `is_staff` only makes a member a tenant administrator of the same tenant),
+its groups, and delegates only the global permissions they hold themselves.
+"""
 from django.contrib import admin, messages
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, Permission
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from agentplatform.errors import DomainError
-from agentplatform.tenancy.models import Tenant, User
+from agentplatform.tenancy.admin_scope import (
+    TenantScopedAdminMixin,
+    TenantScopedMixin,
+    guard_m2m_changes,
+    held_permissions,
+    tenant_groups,
+)
+from agentplatform.tenancy.models import Tenant, TenantGroup, User
+from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, can_administer_user
 
 admin.site.site_header = "agentplatform administration"
 admin.site.site_title = "agentplatform admin"
@@ -13,7 +29,7 @@ admin.site.index_title = "Tools, tenants, permissions and the evidence trail"
 admin.site.site_url = "/chat/"
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(TenantScopedMixin, admin.TabularInline):
     model = User
     fields = ("username", "email", "is_active", "is_staff")
     readonly_fields = fields
@@ -22,36 +38,130 @@ class MembershipInline(admin.TabularInline):
     show_change_link = True
     verbose_name = "member"
     verbose_name_plural = "members"
+    tenant_admin_can = frozenset({"view"})
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
 
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs.filter(is_superuser=False) if admin_role(request.user) == TENANT_ADMINISTRATOR else qs
+
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    """Tenants: platform operators create and rename them; a tenant administrator reads their own."""
+
     list_display = ("slug", "name", "created_at")
     search_fields = ("slug", "name")
     inlines = [MembershipInline]
+    tenant_path = "pk"
+    tenant_admin_can = frozenset({"view"})
+
+
+class TenantGroupInline(admin.StackedInline):
+    """Operators only: which tenant a group belongs to (none = platform-wide)."""
+
+    model = TenantGroup
+    extra = 0
+    max_num = 1
+    verbose_name = "tenant (leave empty for a platform-wide group)"
+    verbose_name_plural = verbose_name
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
+    """Groups. A tenant administrator sees and creates only their tenant's groups and gives them
+    only permissions they hold; platform-wide groups (no TenantGroup row) are operators' only."""
+
+    list_display = ("name", "tenant")
+    tenant_path = "tenant_link__tenant_id"
+    tenant_admin_can = frozenset({"view", "add", "change", "delete"})
+
+    @admin.display(description="tenant")
+    def tenant(self, obj: Group) -> str:
+        link = TenantGroup.objects.filter(group=obj).select_related("tenant").first()
+        return link.tenant.slug if link else "— platform-wide —"
+
+    def get_inlines(self, request, obj):
+        return [TenantGroupInline] if self.role(request) != TENANT_ADMINISTRATOR else []
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if self.role(request) != TENANT_ADMINISTRATOR:
+            return form
+        current = set(obj.permissions.values_list("pk", flat=True)) if obj else set()
+        return guard_m2m_changes(form, allowed={"permissions": set(held_permissions(request.user).values_list(
+            "pk", flat=True))}, current={"permissions": current}, model_of={"permissions": Permission})
+
+    def save_model(self, request, obj, form, change) -> None:
+        admin.ModelAdmin.save_model(self, request, obj, form, change)
+        if self.role(request) == TENANT_ADMINISTRATOR and not change:
+            TenantGroup.objects.create(group=obj, tenant_id=request.user.tenant_id)
 
 
 @admin.register(User)
-class TenantUserAdmin(UserAdmin):
-    list_display = ("username", "tenant", "email", "is_staff", "is_active")
+class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
+    list_display = ("username", "tenant", "email", "is_staff", "is_superuser", "is_active")
     list_filter = ("tenant", "is_staff", "is_active", "groups")
     fieldsets = UserAdmin.fieldsets + (("Tenant", {"fields": ("tenant",)}),)
     add_fieldsets = UserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant",)}),)
     actions = ["issue_api_token"]
+    tenant_admin_can = frozenset({"view", "add", "change"})
+    tenant_hidden_filters = ("tenant", "groups")
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        # an operator's account is out of a tenant administrator's reach, even with a tenant set
+        return qs.filter(is_superuser=False) if self.role(request) == TENANT_ADMINISTRATOR else qs
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if self.role(request) == TENANT_ADMINISTRATOR:
+            fields += ["is_superuser", "tenant", "last_login", "date_joined"]
+        return fields
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.role(request) == TENANT_ADMINISTRATOR and obj is None:  # added to the admin's tenant
+            return tuple(fs for fs in fieldsets if fs[0] != "Tenant")
+        return fieldsets
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        if self.role(request) != TENANT_ADMINISTRATOR or obj is None:
+            return form
+        allowed = {"groups": set(tenant_groups(request.user.tenant_id).values_list("pk", flat=True)),
+                   "user_permissions": set(held_permissions(request.user).values_list("pk", flat=True))}
+        current = {"groups": set(obj.groups.values_list("pk", flat=True)),
+                   "user_permissions": set(obj.user_permissions.values_list("pk", flat=True))}
+        return guard_m2m_changes(form, allowed=allowed, current=current,
+                                 model_of={"groups": Group, "user_permissions": Permission})
+
+    def save_model(self, request, obj, form, change) -> None:
+        if self.role(request) == TENANT_ADMINISTRATOR:
+            obj.tenant_id = request.user.tenant_id
+            if not change:
+                obj.is_superuser = False
+        UserAdmin.save_model(self, request, obj, form, change)
 
     @admin.action(description="Issue API token (replaces the user's current one)", permissions=["change"])
     def issue_api_token(self, request: HttpRequest, queryset: QuerySet[User]) -> TemplateResponse | None:
         """Rotate each selected user's DRF token and show the new keys once, on this response only
-        (not in a message, which would sit in a cookie). The old keys stop working at once."""
+        (not in a message, which would sit in a cookie). The old keys stop working at once.
+        Only for users the signed-in administrator may administer (tenancy.roles)."""
         # The API app sits on top of every app; import its service when the action runs, so
         # tenancy (at the bottom) does not depend on it when Django loads.
         from agentplatform.api.services import api_token_issue
 
         issued, refused = [], []
         for user in queryset.order_by("username"):
+            if not can_administer_user(request.user, user):
+                refused.append((user, "you may not issue a token for this user"))
+                continue
             try:
                 issued.append((user, api_token_issue(user=user, rotate=True)))
             except DomainError as error:

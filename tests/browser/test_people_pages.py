@@ -146,12 +146,12 @@ def test_two_approvers_approve_a_refund_and_the_requester_sees_the_result(open_p
 
 
 def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_offers_it(open_person, requester,
-                                                                                        acme_admin):
+                                                                                        operator):
     expect = _expect()
     tenant = requester.tenant
     cancel = Tool.objects.get(name="cancel_order")
     dave = open_person("admin")
-    dave.sign_in(acme_admin.username, DEMO_PASSWORD, next_path=f"/admin/tools/tool/{cancel.pk}/change/")
+    dave.sign_in(operator.username, DEMO_PASSWORD, next_path=f"/admin/tools/tool/{cancel.pk}/change/")
     expect(dave.page.locator(".readonly").first).to_be_visible()
     dave.shot("0-tool")
     dave.page.click("text=Object permissions")

@@ -62,8 +62,8 @@ def test_confirmation_admin_shows_masked_arguments_not_the_token_digest(client, 
     assert request.token_hash is None or request.token_hash not in html
 
 
-def test_tool_admin_edits_overrides_and_lists_the_tenant_whitelist(client, acme_admin, people):
-    client.force_login(acme_admin)
+def test_tool_admin_edits_overrides_and_lists_the_tenant_whitelist(client, operator, people):
+    client.force_login(operator)
     tool = Tool.objects.get(name="cancel_order")
 
     page = client.get(_url(Tool, "change", tool.pk)).content.decode()
@@ -78,7 +78,9 @@ def test_tool_admin_edits_overrides_and_lists_the_tenant_whitelist(client, acme_
             "tenant_policies-MIN_NUM_FORMS": "0", "tenant_policies-MAX_NUM_FORMS": "1000"}
     for i, policy in enumerate(policies):
         form |= {f"tenant_policies-{i}-id": str(policy.pk), f"tenant_policies-{i}-tool": str(tool.pk),
-                 f"tenant_policies-{i}-tenant": str(policy.tenant_id), f"tenant_policies-{i}-enabled": "on"}
+                 f"tenant_policies-{i}-tenant": str(policy.tenant_id), f"tenant_policies-{i}-enabled": "on",
+                 f"tenant_policies-{i}-risk_override": "", f"tenant_policies-{i}-quorum": "",
+                 f"tenant_policies-{i}-ttl_seconds": ""}
     response = client.post(_url(Tool, "change", tool.pk), form)
 
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -88,8 +90,8 @@ def test_tool_admin_edits_overrides_and_lists_the_tenant_whitelist(client, acme_
     assert "risk CRITICAL, policy APPROVERS, quorum 3, TTL 120 s" in page
 
 
-def test_tenant_page_whitelist_inline_disables_a_tool_for_that_tenant_only(client, acme_admin, requester, outsider):
-    client.force_login(acme_admin)
+def test_tenant_page_whitelist_inline_disables_a_tool_for_that_tenant_only(client, operator, requester, outsider):
+    client.force_login(operator)
     tenant = requester.tenant
     assert "cancel_order" in offered_tools(user=requester)
     policies = list(TenantToolPolicy.objects.filter(tenant=tenant).select_related("tool").order_by("pk"))

@@ -2,8 +2,10 @@
 
 Idempotent: running it twice leaves one copy. Personas (per tenant): `<t>-requester` (inventory and
 order permissions, use_tool on all four tools), `<t>-nobody` (no permissions), `<t>-approver1` and
-`<t>-approver2` (approve_tool on cancel_order and refund_order, via the approvers group), `<t>-admin`
-(staff superuser). Password of every demo user: DEMO_PASSWORD.
+`<t>-approver2` (approve_tool on cancel_order and refund_order, via the approvers group, a group of
+that tenant), `<t>-admin` (tenant administrator: staff, not superuser, holding the catalog permissions
+they may delegate). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
+docs/roles.md. Password of every demo user: DEMO_PASSWORD.
 """
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from guardian.shortcuts import assign_perm
 
-from agentplatform.tenancy.models import Tenant, User
+from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from tools.catalog.models import Order, StockLevel
 from tools.services import tenant_tool_set_enabled, tools_sync_registry
 
 DEMO_PASSWORD = "demo-pass-123"
+PLATFORM_OPERATOR = "platform-operator"
+CATALOG_PERMISSIONS = ["view_stocklevel", "view_order", "cancel_order", "refund_order"]
 TENANTS = {"acme": "ACME Retail / 艾克米零售", "globex": "Globex Trading / 环球贸易"}
 ORDERS = [  # suffix, status, amount, name, phone, address
     ("0001", Order.Status.PAID, "199.00", "Li Lei", "13812345678", "Hangzhou Xihu District, Wensan Road 90"),
@@ -34,12 +38,22 @@ def order_id(tenant_slug: str, suffix: str) -> str:
     return ("A20260729" if tenant_slug == "acme" else "A20260730") + suffix
 
 
-def _user(tenant: Tenant, name: str, **flags) -> User:
-    user, created = User.objects.get_or_create(username=f"{tenant.slug}-{name}", defaults={"tenant": tenant, **flags})
+def _user(tenant: Tenant | None, name: str, **flags) -> User:
+    username = f"{tenant.slug}-{name}" if tenant is not None else name
+    user, created = User.objects.get_or_create(username=username, defaults={"tenant": tenant, **flags})
     if created:
         user.set_password(DEMO_PASSWORD)
         user.save()
+    elif any(getattr(user, k) != v for k, v in flags.items()):  # an older demo database: set the role
+        for key, value in flags.items():
+            setattr(user, key, value)
+        user.save()
     return user
+
+
+def platform_operator() -> User:
+    """The demo's platform operator (superuser, no tenant), created if missing."""
+    return _user(None, PLATFORM_OPERATOR, is_staff=True, is_superuser=True)
 
 
 @transaction.atomic
@@ -52,12 +66,12 @@ def seed_demo() -> dict[str, dict[str, User]]:
         for tool_name in tools:
             tenant_tool_set_enabled(tenant_id=tenant.pk, tool_name=tool_name, enabled=True)
         requester = _user(tenant, "requester")
-        requester.user_permissions.add(*Permission.objects.filter(
-            content_type__app_label="catalog",
-            codename__in=["view_stocklevel", "view_order", "cancel_order", "refund_order"]))
+        catalog = Permission.objects.filter(content_type__app_label="catalog", codename__in=CATALOG_PERMISSIONS)
+        requester.user_permissions.add(*catalog)
         for tool in tools.values():
             assign_perm("tools.use_tool", requester, tool)
         approvers, _ = Group.objects.get_or_create(name=f"{slug}-approvers")
+        TenantGroup.objects.get_or_create(group=approvers, defaults={"tenant": tenant})
         for tool_name in ("cancel_order", "refund_order"):
             assign_perm("tools.approve_tool", approvers, tools[tool_name])
         approver1, approver2 = _user(tenant, "approver1"), _user(tenant, "approver2")
@@ -68,8 +82,9 @@ def seed_demo() -> dict[str, dict[str, User]]:
             "nobody": _user(tenant, "nobody"),
             "approver1": approver1,
             "approver2": approver2,
-            "admin": _user(tenant, "admin", is_staff=True, is_superuser=True),
+            "admin": _user(tenant, "admin", is_staff=True, is_superuser=False),
         }
+        people[slug]["admin"].user_permissions.add(*catalog)  # what this tenant administrator may delegate
         for sku, warehouse, available, locked in STOCK:
             StockLevel.objects.get_or_create(
                 tenant=tenant, sku=sku, warehouse_code=warehouse,
@@ -80,6 +95,7 @@ def seed_demo() -> dict[str, dict[str, User]]:
                 tenant=tenant, order_id=order_id(slug, suffix),
                 defaults={"status": status, "amount": Decimal(amount), "customer_name": customer,
                           "customer_phone": phone, "shipping_address": address})
+    platform_operator()  # after the tenants: its creation is recorded in every tenant's trail
     return people
 
 

@@ -36,7 +36,7 @@ class Command(BaseCommand):
         self.started = AuditEvent.objects.order_by("-occurred_at").values_list("occurred_at", flat=True).first()
         self.story()
         self.ok("The whole story held. Sign in at http://127.0.0.1:8000/chat/ after `make serve` "
-                f"(users acme-requester, acme-approver1, acme-approver2, acme-admin; password {DEMO_PASSWORD}).")
+                f"(users acme-requester, acme-approver1, acme-approver2, acme-admin (tenant administrator), platform-operator; password {DEMO_PASSWORD}).")
 
     # -- the story ------------------------------------------------------------------------------
 
