@@ -83,6 +83,14 @@ class TenantScopedMixin:
         scope (or none at all) answers 404, as the API does: nothing tells the two apart."""
         raise Http404(f"{opts.verbose_name} not found")
 
+    def delete_view(self, request, object_id, extra_context=None):
+        """404 before 403: an object outside the scope does not exist for this viewer."""
+        from django.contrib.admin.utils import unquote
+
+        if self.get_object(request, unquote(object_id)) is None:
+            raise Http404(f"{self.model._meta.verbose_name} not found")
+        return super().delete_view(request, object_id, extra_context)
+
     def _may(self, request: HttpRequest, action: str, parent) -> bool:
         role = self.role(request)
         if role == PLATFORM_OPERATOR:

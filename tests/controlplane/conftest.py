@@ -1,0 +1,38 @@
+"""Fixtures for the control-plane tests: the other tenant's evidence and admin URL helpers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from agentplatform.runtime import services as runtime
+from approvals import services as approvals
+
+
+def admin_url(model, action: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{action}", args=args)
+
+
+@pytest.fixture
+def globex_evidence(people, client, django_capture_on_commit_callbacks):
+    """Everything a globex tenant accumulates: a cancelled order (run, events, confirmation,
+    idempotency record, audit rows), an executed refund with two approvals, an API token and an
+    HTTP Idempotency-Key record."""
+    globex = people["globex"]
+    requester = globex["requester"]
+    outcome = runtime.chat_send(user=requester, message="cancel A202607300001 because no longer needed")
+    runtime.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
+                      confirmation_token=outcome.pending[0].token)
+    refund = runtime.chat_send(user=requester, message="refund A202607300003 amount 5 because damaged")
+    with django_capture_on_commit_callbacks(execute=True):  # the resume is enqueued on commit
+        approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
+        approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])
+    Token.objects.create(user=requester)
+    client.force_login(requester)
+    response = client.post("/api/v1/chat/", data=json.dumps({"message": "How many SKU-10001 in WH-HZ-01?"}),
+                           content_type="application/json", HTTP_IDEMPOTENCY_KEY="globex-key-1")
+    assert response.status_code == 200
+    client.logout()
+    return globex
