@@ -19,8 +19,13 @@ from django.http import Http404, HttpRequest
 from django.contrib.admin.utils import unquote
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from guardian.admin import GroupManage, GuardedModelAdmin, UserManage
-from guardian.forms import GroupObjectPermissionsForm, UserObjectPermissionsForm
+from guardian.admin import (
+    AdminGroupObjectPermissionsForm,
+    AdminUserObjectPermissionsForm,
+    GroupManage,
+    GuardedModelAdmin,
+    UserManage,
+)
 from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
 from agentplatform.tenancy.actor import current_request
@@ -102,11 +107,11 @@ class _LimitedChoices:
         return [(code, name) for code, name in super().get_obj_perms_field_choices() if code in TENANT_GRANTABLE]
 
 
-class _TenantUserPermsForm(_LimitedChoices, UserObjectPermissionsForm):
+class _TenantUserPermsForm(_LimitedChoices, AdminUserObjectPermissionsForm):
     pass
 
 
-class _TenantGroupPermsForm(_LimitedChoices, GroupObjectPermissionsForm):
+class _TenantGroupPermsForm(_LimitedChoices, AdminGroupObjectPermissionsForm):
     pass
 
 
