@@ -33,11 +33,12 @@ def test_without_the_audit_permission_it_is_403(api, requester, approver1):
 def test_lists_my_tenants_events_newest_first(api, approver1, acme_admin, requester, outsider, cancel_pending):
     services.chat_send(user=outsider, message="Please cancel order A202607300001 because it is late")
     for reader in (auditor(approver1), acme_admin):
-        page = api(reader).get("/api/v1/audit-events/").json()
+        page = api(reader).get("/api/v1/audit-events/?page_size=500").json()
         rows = page["results"]
         expected = AuditEvent.objects.filter(tenant=requester.tenant).count()
         assert len(rows) == expected > 0
-        assert {r["actor"] for r in rows} == {requester.username}
+        # tool-call rows are the requester's; the seed's control-plane rows have no actor (docs/roles.md)
+        assert {r["actor"] for r in rows if r["decision"] != "CONTROL_CHANGE"} == {requester.username}
         times = [r["occurred_at"] for r in rows]
         assert times == sorted(times, reverse=True)
         assert not any("A202607300001" in json.dumps(r) for r in rows)  # globex's events stay there
@@ -76,7 +77,7 @@ def test_cursor_pagination_walks_every_event_once(api, approver1, requester):
     seen, url = [], "/api/v1/audit-events/?page_size=3"
     while url:
         page = client.get(url).json()
-        seen += [r["message"] for r in page["results"]]
+        seen += [r["message"] for r in page["results"] if r["decision"] != "CONTROL_CHANGE"]  # the seed's
         url = page["next"]
     assert seen == [f"row {i}" for i in reversed(range(7))]
 
@@ -113,4 +114,5 @@ def test_export_is_complete_beyond_one_batch(api, approver1, requester, monkeypa
     for i in range(10):
         events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", message=f"m{i}")
     lines = body_of(api(auditor(approver1)).get("/api/v1/audit-events/?format=jsonl")).splitlines()
-    assert [json.loads(line)["message"] for line in lines] == [f"m{i}" for i in range(10)]
+    rows = [json.loads(line) for line in lines]
+    assert [r["message"] for r in rows if r["decision"] != "CONTROL_CHANGE"] == [f"m{i}" for i in range(10)]

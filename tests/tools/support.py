@@ -144,10 +144,14 @@ def install_tool(people) -> Iterator[Callable[..., Tool]]:
 
 
 def audit_rows(**filters):
-    """The audit events matching `filters`, oldest first (a tiny selector for assertions)."""
+    """The tool-call audit events matching `filters`, oldest first (a tiny selector for assertions).
+    Control-plane rows (the seed's, `install_tool`'s) are left out unless asked for by decision."""
     from audit.models import AuditEvent
 
-    return list(AuditEvent.objects.filter(**filters).order_by("occurred_at", "id"))
+    rows = AuditEvent.objects.filter(**filters)
+    if "decision" not in filters:
+        rows = rows.exclude(decision=AuditEvent.Decision.CONTROL_CHANGE)
+    return list(rows.order_by("occurred_at", "id"))
 
 
 def race(n: int, prepare: Callable[[int], Any], act: Callable[[Any], Any]) -> list[Any]:

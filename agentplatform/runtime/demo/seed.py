@@ -84,7 +84,9 @@ def seed_demo() -> dict[str, dict[str, User]]:
             "approver2": approver2,
             "admin": _user(tenant, "admin", is_staff=True, is_superuser=False),
         }
-        people[slug]["admin"].user_permissions.add(*catalog)  # what this tenant administrator may delegate
+        # what this tenant administrator may delegate, and the audit trail's API and export
+        people[slug]["admin"].user_permissions.add(
+            *catalog, Permission.objects.get(content_type__app_label="audit", codename="export_auditevent"))
         for sku, warehouse, available, locked in STOCK:
             StockLevel.objects.get_or_create(
                 tenant=tenant, sku=sku, warehouse_code=warehouse,
