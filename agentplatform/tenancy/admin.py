@@ -134,8 +134,12 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         form = super().get_form(request, obj, **kwargs)
         if self.role(request) != TENANT_ADMINISTRATOR or obj is None:
             return form
-        allowed = {"groups": set(tenant_groups(request.user.tenant_id).values_list("pk", flat=True)),
-                   "user_permissions": set(held_permissions(request.user).values_list("pk", flat=True))}
+        held = set(held_permissions(request.user).values_list("pk", flat=True))
+        # a group of the tenant whose global permissions the administrator holds: membership
+        # delegates those permissions, so nothing beyond what they hold
+        groups = {g.pk for g in tenant_groups(request.user.tenant_id).prefetch_related("permissions")
+                  if {p.pk for p in g.permissions.all()} <= held}
+        allowed = {"groups": groups, "user_permissions": held}
         current = {"groups": set(obj.groups.values_list("pk", flat=True)),
                    "user_permissions": set(obj.user_permissions.values_list("pk", flat=True))}
         return guard_m2m_changes(form, allowed=allowed, current=current,

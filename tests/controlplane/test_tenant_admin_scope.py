@@ -207,3 +207,20 @@ def test_staff_without_a_tenant_administers_nothing(client, db):
     client.force_login(stray)
     assert client.get(admin_url(Tool, "changelist")).status_code == 403
     assert client.get(admin_url(User, "changelist")).status_code == 403
+
+
+def test_tenant_admin_cannot_delegate_a_permission_through_a_group_they_could_not_grant(client, acme_admin, nobody):
+    """An operator gave an acme group a permission the tenant administrator does not hold: adding a
+    member to it would delegate that permission, so it is refused; a group within their means is not."""
+    strong = Group.objects.create(name="acme-tool-editors")
+    TenantGroup.objects.create(group=strong, tenant=acme_admin.tenant)
+    strong.permissions.add(Permission.objects.get(codename="change_tool"))
+    approvers = Group.objects.get(name="acme-approvers")  # object grants only, no global permission
+    client.force_login(acme_admin)
+
+    refused = client.post(admin_url(User, "change", nobody.pk), _user_form(nobody, groups=[strong.pk]))
+    assert refused.status_code == 200
+    assert not User.objects.get(pk=nobody.pk).groups.filter(pk=strong.pk).exists()
+    added = client.post(admin_url(User, "change", nobody.pk), _user_form(nobody, groups=[approvers.pk]))
+    assert added.status_code == 302
+    assert User.objects.get(pk=nobody.pk).groups.filter(pk=approvers.pk).exists()
