@@ -12,6 +12,7 @@ from agentplatform.runtime import loop
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Conversation, Run, RunEvent
+from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
 from agentplatform.runtime.selectors import conversation_get
 from approvals import services as approvals
 from approvals.errors import ConfirmationNotFound
@@ -117,9 +118,9 @@ def _as_it_stands(*, user) -> RunOutcome:
 
 
 def _may_cancel(*, actor, run: Run) -> bool:
-    """The requester, a tenant administrator of the run's tenant (staff of that tenant), or a
-    platform operator may cancel a run."""
-    return run.user_id == actor.pk or actor.is_superuser or (actor.is_staff and actor.tenant_id == run.tenant_id)
+    """The requester, or an administrator of the run's tenant (docs/roles.md: a tenant
+    administrator of that tenant, or a platform operator), may cancel a run."""
+    return run.user_id == actor.pk or is_platform_operator(actor) or administered_tenant_id(actor) == run.tenant_id
 
 
 def run_cancel(*, run_id, actor, reason: str = "") -> Run:
