@@ -54,6 +54,22 @@ def redact_tokens(text: str) -> str:
     return TOKEN_PATTERN.sub("[redacted token]", text)
 
 
+def decider(request: ConfirmationRequest) -> dict[str, str] | None:
+    """Who ended `request`, as shown to the model and the people: {"role", "username"} with role
+    "requester" (declined or confirmed with the token), "approver" (an Approval decided it), or
+    "administrator" (cancelled the run); None when the platform ended it (expiry, supersession,
+    refusal). Reads `decided_by` (select it with the request)."""
+    if request.decided_by_id is None or request.decided_by is None:
+        return None
+    if request.decided_by_id == request.user_id:
+        role = "requester"
+    elif request.outcome_code == "RUN_ENDED":
+        role = "administrator"
+    else:
+        role = "approver"
+    return {"role": role, "username": request.decided_by.get_username()}
+
+
 def token_digest(token: str) -> str:
     """Return the hex SHA-256 of a raw confirmation token; only this digest is ever stored."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -91,7 +107,6 @@ def _audit_refusal(*, actor, error: DomainError, request_id: uuid.UUID | None = 
 
 
 def _settle(request: ConfirmationRequest) -> None:
-    correlation.set_run_id(request.run_id)
     confirmation_settled.send(
         sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status
     )
@@ -466,14 +481,16 @@ def confirmation_record_outcome(*, request_id: uuid.UUID, code: str) -> None:
 
 def confirmations_supersede(*, request: ConfirmationRequest) -> list[uuid.UUID]:
     """Mark the older open requests (PENDING or CONFIRMED, not yet consumed) for the same business
-    action as `request` SUPERSEDED: the same tenant and tool, and the same idempotency key, or the
-    same declared business object. Only the latest intent can then be approved (docs/decisions.md).
+    action as `request` SUPERSEDED: the same tenant, requester and tool, and the same idempotency
+    key, or the same declared business object. Another user's request is never superseded (a peer
+    must not be able to end my request); their executions are kept apart by the precheck and the
+    idempotency record at consume time. Only the latest intent can then be approved (docs/decisions.md).
     Each is audited (CANCELLED, status SUPERSEDED) and settled, so its run answers the call.
     Call inside the transaction that created `request`. Returns the superseded ids."""
     if not request.idempotency_key and not request.business_object:
         return []
-    older = ConfirmationRequest.objects.filter(tenant_id=request.tenant_id, tool_name=request.tool_name,
-                                               status__in=OPEN_STATES).exclude(pk=request.pk)
+    older = ConfirmationRequest.objects.filter(tenant_id=request.tenant_id, user_id=request.user_id,
+                                               tool_name=request.tool_name, status__in=OPEN_STATES).exclude(pk=request.pk)
     same = models.Q()
     if request.idempotency_key:
         same |= models.Q(idempotency_key=request.idempotency_key)
@@ -540,8 +557,11 @@ def confirmations_cancel_for_run(*, run_id: uuid.UUID, actor_id: int | None, rea
     ended: CANCELLED with the reason, audited (status RUN_ENDED). No settle signal: the run is not
     resumed. Returns the ids cancelled."""
     cancelled = []
-    for request in ConfirmationRequest.objects.filter(run_id=run_id, status__in=OPEN_STATES):
-        changed = ConfirmationRequest.objects.filter(pk=request.pk, status=request.status).update(
+    # Locked, in one order: a decision committing meanwhile is waited for, then cancelled too,
+    # so no request is left CONFIRMED on a cancelled run.
+    for request in ConfirmationRequest.objects.select_for_update().filter(run_id=run_id, status__in=OPEN_STATES) \
+            .order_by("pk"):
+        changed = ConfirmationRequest.objects.filter(pk=request.pk, status__in=OPEN_STATES).update(
             status=Status.CANCELLED, decided_at=clock.now(), decided_by=actor_id, decision_reason=reason[:500],
             outcome_code="RUN_ENDED")
         if changed != 1:

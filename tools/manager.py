@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import DatabaseError, transaction
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
@@ -19,6 +20,7 @@ from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound
+from approvals.models import ConfirmationRequest
 from approvals.services import ConfirmationRegated, ConsumeRefused
 from audit import events, metrics
 from tools.context import FenceLost, ToolContext
@@ -188,6 +190,8 @@ class ToolCallingManager:
         """
         if ctx.offered_tools is not None and not ctx.confirmations:
             return ctx.offered_tools
+        if ctx.user.tenant_id != ctx.tenant_id:
+            return {}  # moved to another tenant since the run began: nothing runs in the old one
         offered = offered_tools(user=ctx.user)
         if ctx.offered:
             offered = {name: pair for name, pair in offered.items() if name in ctx.offered}
@@ -201,8 +205,14 @@ class ToolCallingManager:
         A context that already carries a resolved set with no confirmation left to consume (a
         resumed run, whose consume re-queried the set a moment ago) keeps that set, unless `refresh`
         (the loop refreshes before every later model call of a run)."""
+        if refresh:
+            # Django caches permissions and is_active on the user object for its lifetime: read the
+            # user again, so a permission revoked or an account deactivated meanwhile is in force.
+            ctx = replace(ctx, user=get_user_model().objects.select_related("tenant").get(pk=ctx.user.pk))
         if ctx.offered_tools is not None and not ctx.confirmations and not refresh:
             offered = ctx.offered_tools
+        elif ctx.user.tenant_id != ctx.tenant_id:
+            offered = {}
         else:
             offered = offered_tools(user=ctx.user)
         bound = replace(ctx, offered=frozenset(offered), offered_tools=offered)
@@ -302,18 +312,40 @@ class ToolCallingManager:
 
     def _refuse(self, confirmation_id, audit, result: ToolResult, *, decision: str = "DENIED") -> ToolResult:
         """A call that carried a confirmation is refused at consume time: the request ends REFUSED
-        with the code, and the refusal is audited (after any rollback)."""
+        with the code, and the refusal is audited (after any rollback). A request that was no
+        longer CONFIRMED because it already ran (a recovery after the worker died past its commit)
+        is answered with what ran, never with a refusal (it would tell the model nothing was done)."""
         if confirmation_id is not None:
             audit.confirmation_id = confirmation_id
-            approvals.confirmation_refuse(request_id=confirmation_id, code=result.code, message=result.message)
+            if not approvals.confirmation_refuse(request_id=confirmation_id, code=result.code, message=result.message):
+                ran = self._what_ran(confirmation_id, audit)
+                if ran is not None:
+                    return ran
         return audit.stop(decision, result)
+
+    def _what_ran(self, confirmation_id, audit) -> ToolResult | None:
+        """The stored result of a CONSUMED request's execution (from its idempotency record, or
+        its outcome code for keyless tools); None when it did not run."""
+        request = ConfirmationRequest.objects.filter(pk=confirmation_id).first()
+        if request is None or request.status != ConfirmationRequest.Status.CONSUMED:
+            return None
+        earlier = idempotency_peek(tenant_id=request.tenant_id, key=request.idempotency_key,
+                                   arguments_hash=request.arguments_hash) if request.idempotency_key else None
+        if earlier is not None:
+            result = earlier.result
+        else:
+            code = request.outcome_code or "OK"
+            result = (ToolResult.ok(None, "this call already ran") if code == "OK"
+                      else ToolResult.failure(code, "this call already ran and failed"))
+        audit.hash, audit.masked = request.arguments_hash, request.masked_arguments
+        return audit.stop("IDEMPOTENT_HIT", result)
 
     def _resolve(self, ctx, call, offered, audit, confirmation_id=None) -> tuple[ToolSpec, Tool]:
         if call.name in offered:
             return offered[call.name]
         if confirmation_id is not None:
             # Decided earlier, no longer offered now: say why, distinct from a tool that never existed.
-            code, message = tool_unavailable_reason(name=call.name, user=ctx.user)
+            code, message = tool_unavailable_reason(name=call.name, user=ctx.user, tenant_id=ctx.tenant_id)
             raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(code, message),
                                      decision="NOT_FOUND" if code == "TOOL_NOT_FOUND" else "DENIED"))
         if call.name and tool_available_to_tenant(name=call.name, tenant_id=ctx.tenant_id):
@@ -364,6 +396,12 @@ class ToolCallingManager:
             raise _Stop(audit.stop("REFUSED", ToolResult.failure(error.code, error.message)))
 
     def _request_confirmation(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
+        with transaction.atomic():
+            if ctx.fence is not None:
+                ctx.fence()  # a run cancelled or taken over meanwhile asks nobody (raises FenceLost)
+            return self._create_request(ctx, call, spec, row, params, normalized, policy, audit, key)
+
+    def _create_request(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
         request, token = approvals.confirmation_create(
             tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
             tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,

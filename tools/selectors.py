@@ -98,12 +98,15 @@ def tool_available_to_tenant(*, name: str, tenant_id: int) -> bool:
     ).exists()
 
 
-def tool_unavailable_reason(*, name: str, user) -> tuple[str, str]:
+def tool_unavailable_reason(*, name: str, user, tenant_id: int) -> tuple[str, str]:
     """Why `name` is not offered to `user` now, as (code, message) for the model and the audit:
     TOOL_NOT_FOUND (not registered, no Tool row), TOOL_DISABLED (disabled globally, no longer
     registered, or not enabled for the user's tenant) or PERMISSION_DENIED (the user lacks
-    `use_tool` or the tool's permission, or is inactive). Used when a decided call is consumed
-    (docs/decisions.md: a policy denial is distinct from a tool that never existed)."""
+    `use_tool` or the tool's permission, is inactive, or no longer belongs to the run's tenant
+    `tenant_id`). Used when a decided call is consumed (docs/decisions.md: a policy denial is
+    distinct from a tool that never existed)."""
+    if not user.is_active or user.tenant_id != tenant_id:
+        return "PERMISSION_DENIED", "the requester is no longer an active member of this tenant; nothing was done"
     row = Tool.objects.filter(name=name).first() if registry.get(name) is not None else None
     if row is None:
         return "TOOL_NOT_FOUND", f"no tool named {name[:100]!r} exists"

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from agentplatform import correlation
 from agentplatform.api.errors import PayloadTooLarge
+from agentplatform.runtime.settle import settle_for
 from agentplatform.errors import DomainError
 
 
@@ -68,6 +69,9 @@ class ApiView(APIView):
         if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             raise PayloadTooLarge(f"the request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
         super().initial(request, *args, **kwargs)
+        # Settle-on-read once the user is known (docs/decisions.md, item 9): nothing this request
+        # reads still shows a request past its deadline as waiting.
+        settle_for(request.user)
 
     def finalize_response(self, request: Request, response, *args: Any, **kwargs: Any):
         # Errors are always the JSON error body, even when the client negotiated CSV or SSE.

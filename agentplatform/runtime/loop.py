@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
@@ -55,7 +56,12 @@ class RunClaimLost(FenceLost):
 
     Raised by a fenced write instead of overwriting the new holder's state, and by the fence the
     pipeline checks inside the transaction that would execute a tool; the caller stops.
+    `run_id`: the run that was lost.
     """
+
+    def __init__(self, message: str, *, run_id=None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class RunParked(Exception):
@@ -84,13 +90,16 @@ class RunOutcome:
 
 def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None = None) -> ToolContext:
     """The server-side ToolContext of a run: identity from the run's row, never from model output.
-    Its fence makes the pipeline refuse to execute once this process no longer holds the run."""
+    For a run this process holds, its fence makes the pipeline refuse to execute (or ask a human)
+    once this process no longer holds the run."""
     return ToolContext(
         tenant=run.tenant, user=run.user, conversation_id=run.conversation_id, run_id=run.id,
         request_id=run.request_id, confirmations=dict(confirmations or {}),
         # Read only if a call of this run asks for a confirmation (approvers see it).
         conversation_excerpt=lambda: conversation_excerpt(conversation=run.conversation),
-        fence=lambda: _fence(run),
+        # Fenced while this process holds the run (RUNNING with its lease); a caller executing the
+        # handed-back calls of a finished run (user-controlled execution) holds no lease to check.
+        fence=(lambda: _fence(run)) if run.status == Run.Status.RUNNING else None,
     )
 
 
@@ -102,7 +111,7 @@ def _fence(run: Run) -> None:
     held = update_row(Run, run.pk, {"updated_at": clock.now()},
                       where={"status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at})
     if held != 1:
-        raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed")
+        raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
 
 
 def _lease() -> datetime.datetime:
@@ -121,7 +130,7 @@ def _save(run: Run, *fields: str, park: bool = False) -> None:
     changed = update_row(Run, run.pk, {**values, "lease_expires_at": lease, "updated_at": now},
                          where={"status": Run.Status.RUNNING, "lease_expires_at": held})
     if changed != 1:
-        raise RunClaimLost(f"run {run.pk} is no longer held by this process")
+        raise RunClaimLost(f"run {run.pk} is no longer held by this process", run_id=run.pk)
     run.lease_expires_at, run.updated_at = lease, now
 
 
@@ -222,7 +231,6 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
     it with MODEL_UNAVAILABLE. Raises RunClaimLost when recovery took the run over meanwhile.
     """
     claimed = _claim(run_id)
-    correlation.set_run_id(run_id)
     if claimed is None:
         run = _claim_running(run_id, lease_expires_at__isnull=True)
         if run is None:
@@ -298,10 +306,7 @@ def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str
     payload for the requester: who decided, what, and why (DESIGN section 8). Reasons are masked."""
     reason = mask_value("reason", request.decision_reason or "")
     status = ConfirmationRequest.Status
-    decider = None
-    if request.decided_by_id is not None:
-        role = "requester" if request.decided_by_id == request.user_id else "approver"
-        decider = {"role": role, "username": request.decided_by.get_username()}
+    decider = approvals.decider(request)
     if request.status == status.CANCELLED:
         if decider and decider["role"] == "approver":
             message = f"an approver ({decider['username']}) rejected the request: {reason or 'no reason given'}"
@@ -373,7 +378,7 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
             approvals.confirmations_expire(request_ids=[request.pk])
             request.refresh_from_db()
         if request.decided_by_id is not None:
-            request.decided_by = type(run.user).objects.filter(pk=request.decided_by_id).first()
+            request.decided_by = get_user_model().objects.filter(pk=request.decided_by_id).first()
         result, payload = _decision_answer(request)
         payload["tool_call_id"] = call_id
         recorder.emit(RunEvent.Type.TOOL_EXECUTION_COMPLETED, payload)

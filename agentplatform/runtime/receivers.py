@@ -5,6 +5,8 @@ import logging
 
 from django.db import transaction
 
+from agentplatform import correlation
+
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +28,12 @@ def enqueue_resume_on_commit(sender, *, request_id, run_id, status, **kwargs) ->
 def _enqueue(run_id) -> None:
     from agentplatform.runtime.tasks import resume_run
 
+    # Eagerly the resume runs right here, inside another request (an approver's, or a settle-on-
+    # read): that request keeps its own run id for its error bodies and logs.
+    own = correlation.current_run_id()
     try:
         resume_run.delay(str(run_id))
     except Exception:  # noqa: BLE001 - see the docstring above: the decision stands
         logger.exception("resume of run %s was not enqueued now; the recovery sweep will resume it", run_id)
+    finally:
+        correlation.set_run_id(own)

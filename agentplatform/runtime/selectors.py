@@ -8,7 +8,9 @@ from django.db.models import Count, Q, QuerySet
 
 from agentplatform.errors import NotFound
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from approvals import services as approvals
 from approvals.models import Approval, ConfirmationRequest
+from tools.masking import mask_value
 
 
 def _uuid(value) -> uuid.UUID:
@@ -115,15 +117,13 @@ def run_decisions(*, run: Run) -> list[dict]:
             .select_related("decided_by").prefetch_related("approvals__approver").order_by("created_at"))
     decisions = []
     for request in rows:
-        decided_by = None
-        if request.decided_by is not None:
-            role = "requester" if request.decided_by_id == request.user_id else "approver"
-            decided_by = {"role": role, "username": request.decided_by.get_username()}
+        # Free text written by people leaves the platform masked (DESIGN section 8).
         decisions.append({
             "confirmation_id": request.pk, "tool_call_id": request.tool_call_id, "tool": request.tool_name,
             "summary": request.summary, "status": request.status, "outcome_code": request.outcome_code,
-            "decided_by": decided_by, "reason": request.decision_reason,
-            "approvals": [{"approver": a.approver.get_username(), "decision": a.decision, "comment": a.comment,
-                           "at": a.created_at} for a in request.approvals.all()],
+            "decided_by": approvals.decider(request), "reason": mask_value("reason", request.decision_reason),
+            "approvals": [{"approver": a.approver.get_username(), "decision": a.decision,
+                           "comment": mask_value("comment", a.comment), "at": a.created_at}
+                          for a in request.approvals.all()],
         })
     return decisions

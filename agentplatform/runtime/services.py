@@ -6,7 +6,7 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock, correlation
+from agentplatform import clock
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentplatform.runtime import loop
 from agentplatform.runtime.events import EventRecorder
@@ -18,6 +18,7 @@ from approvals import services as approvals
 from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
 from audit import events as audit
+from tools.masking import mask_value
 from tools.manager import PendingConfirmation
 
 MAX_MESSAGE_CHARS = 8000
@@ -63,8 +64,8 @@ def chat_send(
     try:
         return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
                               request_id=request_id, listener=listener)
-    except loop.RunClaimLost:
-        return _as_it_stands(user=user)
+    except loop.RunClaimLost as lost:
+        return _as_it_stands(user=user, run_id=lost.run_id)
 
 
 def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:
@@ -110,16 +111,18 @@ def run_continue(*, run_id, listener: loop.Listener | None = None) -> RunOutcome
     return loop.run_resume(run_id=run_id, listener=listener)
 
 
-def _as_it_stands(*, user) -> RunOutcome:
-    """The outcome of the current request's run as the database has it now: this process lost the
+def _as_it_stands(*, user, run_id) -> RunOutcome:
+    """The outcome of this request's own run as the database has it now: this process lost the
     run (cancelled, or taken over by recovery), so it answers with the truth instead of an error."""
-    run = Run.objects.get(pk=correlation.current_run_id())
+    run = Run.objects.get(pk=run_id, user=user)
     return outcome_with_fresh_tokens(user=user, run=run, reissue=False)
 
 
 def _may_cancel(*, actor, run: Run) -> bool:
     """The requester, or an administrator of the run's tenant (docs/roles.md: a tenant
-    administrator of that tenant, or a platform operator), may cancel a run."""
+    administrator of that tenant; a platform operator who is a member of it). A platform operator
+    without a tenant cancels runs from the admin, not through this API (its lookup is scoped by the
+    actor's tenant and answers 404)."""
     return run.user_id == actor.pk or is_platform_operator(actor) or administered_tenant_id(actor) == run.tenant_id
 
 
@@ -138,7 +141,9 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
     if run is None or not _may_cancel(actor=actor, run=run):
         raise NotFound("run not found")
     who = actor.get_username()
-    why = f"cancelled by {who}" + (f": {reason.strip()[:300]}" if reason and reason.strip() else "")
+    # The reason is stored and shown: tokens redacted, personal data masked, like any user text.
+    said = mask_value("reason", approvals.redact_tokens(reason.strip()[:300])) if reason and reason.strip() else ""
+    why = f"cancelled by {who}" + (f": {said}" if said else "")
     with transaction.atomic(durable=True):
         changed = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.AWAITING_CONFIRMATION)) \
             .update(status=Run.Status.CANCELLED, lease_expires_at=None, error_code="RUN_CANCELLED",

@@ -28,22 +28,32 @@ from approvals import services as approvals
 
 logger = logging.getLogger(__name__)
 
-SETTLED_PREFIXES = ("/api/", "/chat/", "/approvals/", "/admin/")
+SETTLED_PREFIXES = ("/chat/", "/approvals/", "/admin/")
+
+
+def settle_for(user) -> None:
+    """Settle-on-read for `user`: expire what is due in their tenant (only theirs: a request never
+    does another tenant's work). A failure is logged and never fails the read."""
+    tenant_id = getattr(user, "tenant_id", None) if getattr(user, "is_authenticated", False) else None
+    if not settings.APPROVALS_SETTLE_ON_READ or tenant_id is None:
+        return
+    try:
+        approvals.confirmations_expire_due(tenant_id=tenant_id)
+    except Exception:  # noqa: BLE001 - settling is a courtesy of the read, not its purpose
+        logger.exception("settle-on-read failed; the sweeper or beat will expire later")
 
 
 class SettleOnReadMiddleware:
-    """Expire what is due before handling a request under /api/, /chat/, /approvals/ or /admin/
-    (APPROVALS_SETTLE_ON_READ, default on). A failure here is logged and never fails the request."""
+    """Expire what is due in the signed-in user's tenant before a page under /chat/, /approvals/ or
+    /admin/ is handled (APPROVALS_SETTLE_ON_READ, default on). API requests, authenticated by DRF
+    after the middleware ran, settle in `ApiView.initial` with `settle_for`."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if settings.APPROVALS_SETTLE_ON_READ and request.path.startswith(SETTLED_PREFIXES):
-            try:
-                approvals.confirmations_expire_due()
-            except Exception:  # noqa: BLE001 - settling is a courtesy of the read, not its purpose
-                logger.exception("settle-on-read failed; the sweeper or beat will expire later")
+        if request.path.startswith(SETTLED_PREFIXES):
+            settle_for(request.user)
         return self.get_response(request)
 
 

@@ -40,7 +40,8 @@ class ApprovalRequestSerializer(serializers.Serializer):
     context_excerpt = serializers.CharField(allow_blank=True, help_text="The conversation that led to it.")
     approvals = serializers.IntegerField(source="approvals_count", help_text="APPROVE decisions so far.")
     quorum = serializers.IntegerField()
-    status = serializers.SerializerMethodField(help_text="EXPIRED as soon as expires_at has passed.")
+    status = serializers.SerializerMethodField(help_text=(
+        "EXPIRED as soon as expires_at has passed while undecided (a CONFIRMED request never expires)."))
     decided_by_me = serializers.BooleanField()
     decisions = DecisionSerializer(source="approvals.all", many=True)
     created_at = serializers.DateTimeField()
@@ -49,7 +50,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
-        if request.status in (Status.PENDING, Status.CONFIRMED) and request.expires_at <= clock.now():
+        if request.status == Status.PENDING and request.expires_at <= clock.now():
             return Status.EXPIRED
         return request.status
 

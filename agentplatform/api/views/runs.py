@@ -17,7 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView
+from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.errors import InvalidInput
@@ -111,7 +111,7 @@ class RunCancelApi(ApiView):
 
     @extend_schema_serializer(component_name="RunCancelInput")
     class InputSerializer(serializers.Serializer):
-        reason = serializers.CharField(required=False, allow_blank=True, max_length=300)
+        reason = StrictCharField(required=False, allow_blank=True, max_length=300)
 
     @extend_schema(operation_id="runs_cancel", tags=["runs"], summary="Cancel a run",
                    request=InputSerializer, responses={200: RunSerializer, **errors(*COMMON, 400, 404, 409)})

@@ -1,0 +1,69 @@
+"""Duplicate tool_call_ids proposed by the (untrusted) model."""
+import json
+
+from pydantic import BaseModel, ConfigDict
+
+from agentplatform.runtime import services
+from agentplatform.runtime.models import Run
+from approvals.models import ConfirmationRequest
+from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER
+from tools.catalog.models import Cancellation, Order
+from tools.registry import ToolSpec
+
+S = ConfirmationRequest.Status
+SENT = []
+
+
+class Note(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+def _send(ctx, p):
+    SENT.append(p.text)
+    return {"sent": p.text}
+
+
+NOTE = ToolSpec(name="test_send_note", description="Send a note (LOW, writes).", parameters=Note, execute=_send)
+
+
+def _answers(run_id):
+    out = {}
+    for m in Run.objects.get(pk=run_id).state["messages"]:
+        if m["role"] == "tool":
+            out.setdefault(m["tool_call_id"], []).append(json.loads(m["content"]))
+    return out
+
+
+def test_dup_ids_two_gated_calls_lose_a_confirmed_decision(requester, model):
+    model.calls(("dup", "cancel_order", CANCEL_ARGS),
+                ("dup", "cancel_order", {"order_id": REFUND_ORDER, "reason": "duplicate order"}))
+    model.says("done")
+    first = services.chat_send(user=requester, message="cancel two")
+    p1, p2 = first.pending
+    # requester confirms the first (cancel ORDER): 200, the answer carries a fresh token for the other
+    out1 = services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
+                              confirmation_token=p1.token)
+    [p2b] = out1.pending
+    services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
+                       confirmation_token=p2b.token)
+    reqs = {str(r.pk): r for r in ConfirmationRequest.objects.all()}
+    run = Run.objects.get(pk=first.run.pk)
+    print("run", run.status)
+    print("r1 (ORDER, confirmed by the requester):", reqs[p1.confirmation_id].status)
+    print("r2:", reqs[p2.confirmation_id].status, reqs[p2.confirmation_id].outcome_code)
+    print("ORDER", Order.objects.get(tenant=requester.tenant, order_id=ORDER).status)
+    print("answers", {k: [a["code"] for a in v] for k, v in _answers(run.pk).items()})
+    assert reqs[p1.confirmation_id].status not in (S.PENDING, S.CONFIRMED), "confirmed decision lost on a finished run"
+
+
+def test_dup_ids_reexecute_an_ungated_write_on_resume(requester, model, install_tool):
+    install_tool(NOTE, users=[requester])
+    SENT.clear()
+    model.calls(("dup", "test_send_note", {"text": "hello customer"}), ("dup", "cancel_order", CANCEL_ARGS))
+    model.says("done")
+    first = services.chat_send(user=requester, message="note and cancel")
+    services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
+                       confirmation_token=first.pending[0].token)
+    print("notes sent", SENT, "answers", {k: [a["code"] for a in v] for k, v in _answers(first.run.pk).items()})
+    assert SENT == ["hello customer"], "resume re-ran a call that already ran"

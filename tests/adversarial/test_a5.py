@@ -1,0 +1,33 @@
+import uuid
+from rest_framework.test import APIClient
+from agentplatform.runtime import services
+from tests.tools.support import ORDER, REFUND_ORDER
+
+
+def _api(u):
+    c = APIClient(); c.force_authenticate(u); return c
+
+
+def test_cancel_reason_lone_surrogate(transactional_db, requester):
+    out = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
+    c = _api(requester)
+    c.raise_request_exception = False
+    r = c.generic("POST", f"/api/v1/runs/{out.run.pk}/cancel/", b'{"reason": "a\\ud800b"}', content_type="application/json")
+    print("cancel surrogate", r.status_code, r["Content-Type"], r.content[:200])
+    assert r.status_code < 500 and r["Content-Type"].startswith("application/json")
+
+
+def test_reject_reason_lone_surrogate(transactional_db, requester, approver1):
+    out = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} amount 10 because broken")
+    rid = out.pending[0].confirmation_id
+    c = _api(approver1)
+    c.raise_request_exception = False
+    r = c.generic("POST", f"/api/v1/approvals/{rid}/reject/", b'{"reason": "a\\ud800b"}', content_type="application/json")
+    print("reject surrogate", r.status_code, r["Content-Type"], r.content[:200])
+    assert r.status_code < 500 and r["Content-Type"].startswith("application/json")
+
+
+def test_cancel_reason_int(requester):
+    out = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
+    r = _api(requester).post(f"/api/v1/runs/{out.run.pk}/cancel/", {"reason": 12345}, format="json")
+    print("int reason", r.status_code, r.json().get("error_message"))
