@@ -564,3 +564,54 @@ def test_11_the_model_is_told_what_waits_and_a_claim_of_it_is_not_shown_as_fact(
     assert resumed.final_answer == "Cancelled."
     assert "NOT been carried out" not in sent(provider, 2)[0]["content"]
     assert provider.rejections == []
+
+
+# -- the same kinds, on the other paths ---------------------------------------------------------------------------
+
+def test_1_calls_streamed_without_index_are_kept_apart(requester, provider, settings):
+    settings.LLM_STREAM = True  # Ollama / llama.cpp: each call whole in its own chunk, no `index`
+    provider.enqueue(shapes.calls_without_index([
+        {"id": "call_a", "name": "query_inventory", "arguments": INVENTORY},
+        {"id": "call_b", "name": "list_orders", "arguments": {"status": "PAID"}}]))
+    provider.enqueue(turn_response(stream=True, content="Done."))
+
+    body = chat(requester, "stock and paid orders")
+
+    assert body["status"] == "COMPLETED"
+    assert [(c["id"], c["function"]["name"]) for c in assistant_calls(sent(provider, 1))] == [
+        ("call_a", "query_inventory"), ("call_b", "list_orders")]
+    assert sorted(a.tool_call_id for a in audit_of(body["run_id"]) if a.decision == "EXECUTED") == ["call_a", "call_b"]
+
+
+@pytest.mark.parametrize(("shape", "parks"), [(shapes.http_401_invalid_key, False),
+                                              (lambda: shapes.error_response(503, "overloaded", type="server_error",
+                                                                             headers={"retry-after-ms": "5"}), True)],
+                         ids=["401-fails-at-once", "503-parks"])
+def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provider, settings, shape, parks):
+    from agentplatform.runtime import loop
+    from approvals import services as approvals
+    from tests.tools.support import resume_not_enqueued
+
+    settings.LLM_STREAM = False
+    provider.enqueue(turn_response(stream=False, calls=[{"id": "call_cancel01", "name": "cancel_order",
+                                                         "arguments": json.dumps(CANCEL)}]))
+    waiting = chat(requester, f"cancel {ORDER}")
+    with resume_not_enqueued():
+        approvals.confirmation_confirm(token=waiting["pending"][0]["token"], user=requester)
+    provider.enqueue(shape(), shape(), shape())
+
+    if parks:
+        with pytest.raises(loop.RunParked):
+            loop.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
+    else:
+        loop.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
+
+    run = Run.objects.get(pk=waiting["run_id"])
+    # the confirmed call ran once before the model was called, whatever the model did next
+    assert Cancellation.objects.count() == 1
+    if parks:
+        assert (run.status, run.lease_expires_at) == (Run.Status.RUNNING, None)
+        assert len(provider.requests) == 1 + 3
+    else:
+        assert (run.status, run.error_code) == (Run.Status.FAILED, "MODEL_AUTH_FAILED")
+        assert len(provider.requests) == 1 + 1
