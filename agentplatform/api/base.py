@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from agentplatform import correlation
 from agentplatform.api.errors import PayloadTooLarge
 from agentplatform.errors import DomainError
+from agentplatform.text import unstorable_reason
 
 
 class LengthRequired(DomainError):
@@ -82,11 +83,18 @@ class ApiView(APIView):
 
 
 class StrictCharField(serializers.CharField):
-    """A CharField that refuses numbers and booleans instead of turning them into text."""
+    """A CharField that refuses numbers and booleans instead of turning them into text, and text
+    PostgreSQL cannot store (DRF refuses NUL already; a JSON body can also escape a lone surrogate:
+    agentplatform.text)."""
+
+    default_error_messages = {"unstorable": "This text {reason}."}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        reason = unstorable_reason(data)
+        if reason:
+            self.fail("unstorable", reason=reason)
         return super().to_internal_value(data)
 
 

@@ -269,15 +269,30 @@ def test_4_unstorable_text_in_arguments_is_refused_as_invalid_and_audited(reques
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
 
 
-def test_4_user_text_with_nul_is_refused_by_the_api_and_cleaned_by_the_service(requester):
+@pytest.mark.parametrize("bad", ["\x00", "\ud800"], ids=["nul", "lone-surrogate"])
+def test_4_user_text_postgres_cannot_store_is_refused_by_the_api(requester, approver1, bad):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=requester)}")
+    # a JSON body can carry either escaped; the body is sent as raw JSON text
+    raw = json.dumps({"message": f"hello{bad}"})
 
-    response = client.post("/api/v1/chat/", {"message": "hello\x00"}, format="json")
+    response = client.post("/api/v1/chat/", raw, content_type="application/json")
 
     assert response.status_code == 400 and response["Content-Type"].startswith("application/json")
     assert response.json()["code"] == "INVALID_ARGUMENTS"
     assert not Run.objects.exists()
+    # the same on the other free-text input: an approver's rejection reason
+    refund = services.chat_send(user=requester, message="Refund order A202607290003 because it arrived damaged")
+    [pending] = refund.pending
+    approver = APIClient()
+    approver.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=approver1)}")
+    response = approver.post(f"/api/v1/approvals/{pending.confirmation_id}/reject/",
+                             json.dumps({"reason": f"no{bad}"}), content_type="application/json")
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS"
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == "PENDING"
+
+
+def test_4_user_text_with_nul_is_cleaned_by_the_service(requester):
     # the service path (CLI, demo) cleans instead: the offline model answers it
     outcome = services.chat_send(user=requester, message="How many SKU-10001\x00 in WH-HZ-01?")
     stored = Message.objects.get(run=outcome.run, role="user").content
