@@ -339,9 +339,11 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
                 if isinstance(thought, str) and thought:
                     reasoning.append(thought)
                 if delta.content:
-                    text.append(delta.content)
-                    if on_text is not None:
-                        on_text(storable_text(delta.content))
+                    piece, thinking = normalize.content_parts(delta.content)
+                    reasoning.append(thinking)
+                    text.append(piece)
+                    if on_text is not None and piece:
+                        on_text(storable_text(piece))
                 for fragment in delta.tool_calls or ():
                     function = fragment.function
                     name = getattr(function, "name", None) if function is not None else None
@@ -381,7 +383,7 @@ def _from_completion(completion: Any, on_text: Callable[[str], None] | None, tak
             raw_calls.append(normalize.RawCall(id=call.id, name=function.name,
                                                arguments=[getattr(function, "arguments", None)]))
     reasoning = getattr(message, "reasoning_content", None)
-    turn = normalize.normalize_turn(content=message.content or "", raw_calls=raw_calls,
+    turn = normalize.normalize_turn(content=message.content, raw_calls=raw_calls,
                                     reasoning=reasoning if isinstance(reasoning, str) else "",
                                     finish_reason=choice.finish_reason or "stop", taken=taken)
     if turn.content and on_text is not None:

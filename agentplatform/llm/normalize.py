@@ -136,11 +136,52 @@ def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) 
     return calls
 
 
-def normalize_turn(*, content: str, raw_calls: list[RawCall], finish_reason: str | None, reasoning: str = "",
+# finish_reason spellings of compatible servers -> OpenAI's. Anything else is kept as sent, and a
+# turn with an unknown reason is not `complete`: its calls are refused, never executed (fail closed).
+FINISH_REASONS = {
+    "tool_call": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
+    "eos": "stop", "eos_token": "stop", "end_turn": "stop", "stop_sequence": "stop",
+    "max_tokens": "length", "model_length": "length",
+}
+
+
+def finish_reason_of(value: Any) -> str:
+    """OpenAI's spelling of a finish_reason ("stop" when missing)."""
+    reason = str(value or "stop").strip().lower()
+    return FINISH_REASONS.get(reason, reason)
+
+
+def content_parts(value: Any) -> tuple[str, str]:
+    """(text, reasoning) of a message `content`: a string, or a list of parts as Mistral's reasoning
+    models send (`{"type": "text", "text": ...}`, `{"type": "thinking", "thinking": [...]}`)."""
+    if value is None:
+        return "", ""
+    if isinstance(value, str):
+        return value, ""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in value if isinstance(value, list) else [value]:
+        if isinstance(part, str):
+            text.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("text"), str):
+                text.append(part["text"])
+            elif kind in ("thinking", "reasoning"):
+                inner = part.get("thinking", part.get("reasoning", ""))
+                thinking.append(content_parts(inner)[0] if not isinstance(inner, str) else inner)
+    return "".join(text), "".join(thinking)
+
+
+def normalize_turn(*, content: Any, raw_calls: list[RawCall], finish_reason: str | None, reasoning: str = "",
                    taken: set[str] | None = None) -> ModelTurn:
-    """One canonical ModelTurn from what a provider sent (text cleaned, calls normalised)."""
-    return ModelTurn(content=storable_text(content or ""), tool_calls=normalize_calls(raw_calls, taken=taken),
-                     finish_reason=finish_reason or "stop", reasoning=storable_text(reasoning or ""))
+    """One canonical ModelTurn from what a provider sent: text cleaned (content given as parts is
+    joined, its thinking parts go to the reasoning), calls normalised, finish_reason in OpenAI's
+    spelling (FINISH_REASONS)."""
+    text, thinking = content_parts(content)
+    return ModelTurn(content=storable_text(text), tool_calls=normalize_calls(raw_calls, taken=taken),
+                     finish_reason=finish_reason_of(finish_reason),
+                     reasoning=storable_text((reasoning or "") + thinking))
 
 
 def replayable_arguments(arguments: Any) -> str:
