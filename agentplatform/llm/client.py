@@ -118,8 +118,10 @@ _BEARER = re.compile(r"(?i)\bBearer\s+\S+")
 _LONG_OPAQUE = re.compile(r"\b[A-Za-z0-9_\-]{32,}\b")
 _CONTEXT = re.compile(r"(?i)context[ _-]?(length|window)|maximum context|too many tokens|token limit|"
                       r"input (length|tokens?) .*(exceed|too long|range)|prompt is too long|range of input length")
-_TOO_LARGE = re.compile(r"(?i)request too large|too large|payload|exceeds? .*(size|limit|maximum)")
-_QUOTA = re.compile(r"(?i)insufficient[_ ]quota|exceeded your current quota|quota exceeded|billing|balance")
+# Wordings of a 429 that is about size, not rate (OpenAI, Groq: "Request too large for <model> ... on
+# tokens per min"), and of an exhausted account (OpenAI's insufficient_quota; DeepSeek answers 402).
+_TOO_LARGE = re.compile(r"(?i)\b(request|payload|entity|input|prompt)s? (is |are )?too (large|long)\b|too large for")
+_QUOTA = re.compile(r"(?i)insufficient[_ ](quota|balance)|exceeded your current quota|quota (is )?exceeded")
 
 
 def _mask_provider_text(text: str, api_key: str) -> str:
@@ -204,9 +206,9 @@ def model_error(exc: BaseException, *, client: openai.OpenAI, model: str) -> Mod
             f"the model endpoint {endpoint} refused the request as too large (HTTP {status}), not a rate limit: "
             f"waiting does not help; check the model's token limits, AGENT_MEMORY_WINDOW and the tools offered{said}",
             provider_status=status)
-    if status == 429 and (code == "insufficient_quota" or _QUOTA.search(message)):
+    if status == 402 or (status == 429 and (code == "insufficient_quota" or _QUOTA.search(message))):
         return ModelQuotaExceeded(
-            f"the model endpoint {endpoint} refused the request: the account's quota is used up (HTTP 429), not a "
+            f"the model endpoint {endpoint} refused the request: the account's quota is used up (HTTP {status}), not a "
             f"rate limit; check the provider account's billing and quota for LLM_API_KEY{said}", provider_status=status)
     if status == 429:
         return ModelUnavailable(f"the model endpoint {endpoint} is rate limiting requests (HTTP 429){said}",

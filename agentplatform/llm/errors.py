@@ -12,7 +12,7 @@ operator changes something (key, model name, base URL, request size), so they ar
 | MODEL_NOT_FOUND | 404 | LLM_MODEL and LLM_BASE_URL |
 | MODEL_REQUEST_REJECTED | 400, 413, 422 and other 4xx | the request the platform sends (the provider's message says what) |
 | MODEL_REQUEST_TOO_LARGE | 413, or a 429 whose body says the request is too large (not a rate) | the provider's token limits, AGENT_MEMORY_WINDOW |
-| MODEL_QUOTA_EXCEEDED | a 429 `insufficient_quota` (the account's balance, not a rate) | the provider account's billing |
+| MODEL_QUOTA_EXCEEDED | a 429 `insufficient_quota`, a 402 (the account's balance, not a rate) | the provider account's billing |
 | MODEL_CONTEXT_TOO_LONG | 400 context_length_exceeded, after one retry with a trimmed memory | the memory window, the model's context size |
 
 Messages never hold the API key; the provider's own message is included after masking.

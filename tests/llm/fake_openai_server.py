@@ -490,6 +490,18 @@ def http_429_insufficient_quota() -> ScriptedResponse:
                           type="insufficient_quota", code="insufficient_quota", headers={"retry-after-ms": "10"})
 
 
+def http_402_insufficient_balance() -> ScriptedResponse:
+    """DeepSeek: an account without credit answers 402."""
+    return error_response(402, "Insufficient Balance", type="unknown_error", code="invalid_request_error")
+
+
+# OpenAI's real rate-limit message (it mentions billing, and is still only a rate limit).
+RATE_LIMIT_MESSAGE = ("Rate limit reached for gpt-4o-mini in organization org-abc on requests per min (RPM): Limit 3, "
+                      "Used 3, Requested 1. Please try again in 20s. Visit https://platform.openai.com/account/"
+                      "rate-limits to learn more. You can increase your rate limit by adding a payment method to your "
+                      "account at https://platform.openai.com/account/billing.")
+
+
 def http_400_context_length_exceeded() -> ScriptedResponse:
     return error_response(400, "This model's maximum context length is 128000 tokens. However, your messages resulted "
                                "in 131072 tokens. Please reduce the length of the messages.",

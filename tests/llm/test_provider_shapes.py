@@ -402,6 +402,7 @@ FAILURES = [
     (shapes.http_400_rejected, "MODEL_REQUEST_REJECTED", ["HTTP 400", "Invalid schema for function"]),
     (shapes.http_429_request_too_large, "MODEL_REQUEST_TOO_LARGE", ["not a rate limit", "Request too large"]),
     (shapes.http_429_insufficient_quota, "MODEL_QUOTA_EXCEEDED", ["quota", "billing"]),
+    (shapes.http_402_insufficient_balance, "MODEL_QUOTA_EXCEEDED", ["quota", "HTTP 402", "Insufficient Balance"]),
 ]
 
 
@@ -437,7 +438,7 @@ def test_7_the_providers_own_message_is_masked(requester, provider):
 
 
 def test_8_a_real_rate_limit_is_still_retried(requester, provider, stream):
-    provider.enqueue(shapes.error_response(429, "Rate limit reached for requests", type="requests",
+    provider.enqueue(shapes.error_response(429, shapes.RATE_LIMIT_MESSAGE, type="requests",
                                            code="rate_limit_exceeded", headers={"retry-after-ms": "10"}),
                      turn_response(stream=stream, content="Hello."))
 
@@ -630,3 +631,28 @@ def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provi
     else:
         assert (run.status, run.error_code) == (Run.Status.FAILED, "MODEL_AUTH_FAILED")
         assert len(provider.requests) == 1 + 1
+
+
+def test_11_a_run_resumed_after_its_gated_call_is_told_about_another_call_still_waiting(requester, provider, stream,
+                                                                                         confirm):
+    # run A waits for the cancellation of ORDER; run B, same conversation, waits for OTHER_ORDER's
+    provider.enqueue(turn_response(stream=stream, calls=[{"id": "call_cancel_a", "name": "cancel_order",
+                                                          "arguments": json.dumps(CANCEL)}]))
+    first = chat(requester, f"cancel {ORDER}")
+    provider.enqueue(turn_response(stream=stream, calls=[{"id": "call_cancel_b", "name": "cancel_order",
+                                                          "arguments": json.dumps(CANCEL_OTHER)}]))
+    second = chat(requester, f"and cancel {OTHER_ORDER}", first["conversation_id"])
+    provider.enqueue(turn_response(stream=stream, content="Both orders are cancelled."))
+
+    confirm(requester, second["pending"][0]["token"])  # run B resumes; run A still waits
+
+    system = sent(provider, 2)[0]["content"]
+    assert "NOT been carried out" in system and first["pending"][0]["confirmation_id"] in system
+    assert second["pending"][0]["confirmation_id"] not in system  # B's own call has run
+    run_b = Run.objects.get(pk=second["run_id"])
+    assert run_b.final_answer.startswith("Both orders are cancelled.") and "[Not done yet]" in run_b.final_answer
+    assert ORDER in run_b.final_answer.split("[Not done yet]")[1]
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
+    assert Order.objects.get(tenant=requester.tenant, order_id=OTHER_ORDER).status == Order.Status.CANCELLED
+    assert [a.tool_call_id for a in AuditEvent.objects.filter(decision="EXECUTED")] == ["call_cancel_b"]
+    assert provider.rejections == []
