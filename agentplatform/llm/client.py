@@ -48,6 +48,7 @@ from agentplatform.llm.errors import (
     ModelError,
     ModelNotFound,
     ModelQuotaExceeded,
+    ModelRateLimited,
     ModelRequestRejected,
     ModelRequestTooLarge,
     ModelTimeout,
@@ -211,7 +212,7 @@ def model_error(exc: BaseException, *, client: openai.OpenAI, model: str) -> Mod
             f"the model endpoint {endpoint} refused the request: the account's quota is used up (HTTP {status}), not a "
             f"rate limit; check the provider account's billing and quota for LLM_API_KEY{said}", provider_status=status)
     if status == 429:
-        return ModelUnavailable(f"the model endpoint {endpoint} is rate limiting requests (HTTP 429){said}",
+        return ModelRateLimited(f"the model endpoint {endpoint} is rate limiting requests (HTTP 429){said}",
                                 provider_status=status)
     if status in (408, 409) or status >= 500:
         return ModelUnavailable(f"the model endpoint {endpoint} answered HTTP {status}{said}", provider_status=status)

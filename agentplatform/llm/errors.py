@@ -6,7 +6,8 @@ operator changes something (key, model name, base URL, request size), so they ar
 
 | code | HTTP from the provider | operator checks |
 | --- | --- | --- |
-| MODEL_UNAVAILABLE (retryable) | 5xx, 408, 409, 429 rate limits, connection errors, malformed stream | the provider's status |
+| MODEL_UNAVAILABLE (retryable) | 5xx, 408, 409, connection errors, malformed stream | the provider's status |
+| MODEL_RATE_LIMITED (retryable) | 429 rate limits, still after the retries | the account's rate limits |
 | MODEL_TIMEOUT (retryable) | no complete answer within LLM_DEADLINE_SECONDS | the provider's latency, the deadline |
 | MODEL_AUTH_FAILED | 401, 403 | LLM_API_KEY (and its access to LLM_MODEL) |
 | MODEL_NOT_FOUND | 404 | LLM_MODEL and LLM_BASE_URL |
@@ -38,6 +39,12 @@ class ModelUnavailable(ModelError):
 
     code = "MODEL_UNAVAILABLE"
     retryable = True
+
+
+class ModelRateLimited(ModelUnavailable):
+    """HTTP 429 about a rate (requests or tokens per minute), still after the bounded retries."""
+
+    code = "MODEL_RATE_LIMITED"
 
 
 class ModelTimeout(ModelUnavailable):

@@ -414,7 +414,7 @@ def test_7_8_provider_failures_have_distinct_codes_and_are_not_retried(requester
     body = chat(requester, "How many SKU-10001?")
 
     assert body["status"] == "FAILED" and body["answer"] is None
-    assert body["error"]["code"] == code
+    assert body["error"]["code"] == code and body["error"]["retryable"] is False
     message = body["error"]["message"]
     assert all(w in message for w in words), message
     assert API_KEY not in message and provider.url.split("//")[1].split("/")[0] in message
@@ -446,6 +446,17 @@ def test_8_a_real_rate_limit_is_still_retried(requester, provider, stream):
 
     assert body["status"] == "COMPLETED", body["error"]
     assert len(provider.requests) == 2
+
+
+def test_8_a_rate_limit_that_outlasts_the_retries_reads_as_one(requester, provider, stream):
+    for _ in range(3):
+        provider.enqueue(shapes.error_response(429, shapes.RATE_LIMIT_MESSAGE, type="requests",
+                                               code="rate_limit_exceeded", headers={"retry-after-ms": "10"}))
+
+    body = chat(requester, "hello")
+
+    assert (body["error"]["code"], body["error"]["retryable"]) == ("MODEL_RATE_LIMITED", True)
+    assert "HTTP 429" in body["error"]["message"] and len(provider.requests) == 3
 
 
 # -- 9. context_length_exceeded ------------------------------------------------------------------------------
@@ -512,6 +523,7 @@ def test_10_a_dripping_stream_is_abandoned_at_the_deadline(requester, provider, 
 
     assert elapsed < 3.0, elapsed  # the stream would take 2.4 s more; every read was quick
     assert body["status"] == "FAILED" and body["error"]["code"] == "MODEL_TIMEOUT"
+    assert body["error"]["retryable"] is True
     assert "LLM_DEADLINE_SECONDS=1" in body["error"]["message"]
     run = Run.objects.get(pk=body["run_id"])
     assert run.error_code == "MODEL_TIMEOUT"
