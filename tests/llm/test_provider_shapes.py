@@ -461,22 +461,21 @@ def test_8_a_rate_limit_that_outlasts_the_retries_reads_as_one(requester, provid
 
 # -- 9. context_length_exceeded ------------------------------------------------------------------------------
 
-def _earlier_exchanges(requester, provider, n: int) -> str:
+def _earlier_exchanges(requester, provider, n: int, stream: bool) -> str:
     conversation_id = None
     for i in range(n):
-        provider.enqueue(turn_response(stream=False, content=f"answer {i} " + "x" * 400))
+        provider.enqueue(turn_response(stream=stream, content=f"answer {i} " + "x" * 400))
         conversation_id = chat(requester, f"question {i} " + "y" * 400, conversation_id)["conversation_id"]
     return conversation_id
 
 
-def test_9_context_too_long_trims_the_oldest_turns_and_tool_results_then_retries_once(requester, provider, settings):
-    settings.LLM_STREAM = False
-    conversation_id = _earlier_exchanges(requester, provider, 4)
+def test_9_context_too_long_trims_the_oldest_turns_and_tool_results_then_retries_once(requester, provider, stream):
+    conversation_id = _earlier_exchanges(requester, provider, 4, stream)
     before = len(provider.requests)
-    provider.enqueue(turn_response(stream=False, calls=[{"id": "call_inv_0001", "name": "query_inventory",
-                                                         "arguments": json.dumps(INVENTORY)}]),
+    provider.enqueue(turn_response(stream=stream, calls=[{"id": "call_inv_0001", "name": "query_inventory",
+                                                          "arguments": json.dumps(INVENTORY)}]),
                      shapes.http_400_context_length_exceeded(),
-                     turn_response(stream=False, content="120 units."))
+                     turn_response(stream=stream, content="120 units."))
 
     body = chat(requester, "How many SKU-10001 in WH-HZ-01?", conversation_id)
 
