@@ -186,14 +186,14 @@ CELERY_TASK_ACKS_LATE = False
 # letting it finish is better than killing it: the redelivered copy finds the work claimed or done.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Time limits (seconds). Default for any task; the sweeps (expiry, recovery, pruning) are short;
-# a resume may make AGENT_MAX_ITERATIONS model calls of LLM_TIMEOUT_SECONDS x (LLM_MAX_RETRIES + 1)
-# each (6 x 30 x 3 = 540 s at the defaults) plus the tools of each turn.
+# a resume may make AGENT_MAX_ITERATIONS model calls of at most LLM_DEADLINE_SECONDS each
+# (6 x 120 = 720 s at the defaults) plus the tools of each turn.
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 240)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 300)
 CELERY_SWEEP_SOFT_TIME_LIMIT = env_int("CELERY_SWEEP_SOFT_TIME_LIMIT", 60)
 CELERY_SWEEP_TIME_LIMIT = env_int("CELERY_SWEEP_TIME_LIMIT", 90)
-CELERY_RESUME_SOFT_TIME_LIMIT = env_int("CELERY_RESUME_SOFT_TIME_LIMIT", 600)
-CELERY_RESUME_TIME_LIMIT = env_int("CELERY_RESUME_TIME_LIMIT", 660)
+CELERY_RESUME_SOFT_TIME_LIMIT = env_int("CELERY_RESUME_SOFT_TIME_LIMIT", 780)
+CELERY_RESUME_TIME_LIMIT = env_int("CELERY_RESUME_TIME_LIMIT", 840)
 # A resume that meets a model outage (ModelUnavailable: timeouts, connection errors, 429/5xx after
 # the SDK's own retries) parks the run and retries with exponential backoff and full jitter
 # (factor x 2**n seconds, capped); after the last retry the run is FAILED with MODEL_UNAVAILABLE.
@@ -227,6 +227,9 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini" if LLM_API_KEY else "offline-plan
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 30.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 LLM_STREAM = env_bool("LLM_STREAM", True)
+# The whole of one model call (connect, retries and their waits, every chunk of a stream), in
+# seconds; LLM_TIMEOUT_SECONDS bounds each read only. Past it the call is abandoned: MODEL_TIMEOUT.
+LLM_DEADLINE_SECONDS = env_float("LLM_DEADLINE_SECONDS", 120.0)
 
 # --- Agent runtime ------------------------------------------------------------
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 6)

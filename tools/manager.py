@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
+from agentplatform.text import unstorable_reason
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound
 from approvals.models import ConfirmationRequest
@@ -366,6 +367,9 @@ class ToolCallingManager:
             raise _Stop(audit.invalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"))
         if not isinstance(parsed, dict):
             raise _Stop(audit.invalid(f"arguments must be a JSON object, not {type(parsed).__name__}"))
+        unstorable = unstorable_reason(parsed)
+        if unstorable:  # PostgreSQL cannot store it (agentplatform.text): refused, never cleaned
+            raise _Stop(audit.invalid(f"arguments {unstorable}, which cannot be processed"))
         try:
             params = spec.parameters.model_validate(parsed)
         except ValidationError as exc:

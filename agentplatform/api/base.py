@@ -23,6 +23,7 @@ from agentplatform import correlation
 from agentplatform.api.errors import PayloadTooLarge
 from agentplatform.runtime.settle import settle_for
 from agentplatform.errors import DomainError
+from agentplatform.text import unstorable_reason
 
 
 class LengthRequired(DomainError):
@@ -86,11 +87,18 @@ class ApiView(APIView):
 
 
 class StrictCharField(serializers.CharField):
-    """A CharField that refuses numbers and booleans instead of turning them into text."""
+    """A CharField that refuses numbers and booleans instead of turning them into text, and text
+    PostgreSQL cannot store (DRF refuses NUL already; a JSON body can also escape a lone surrogate:
+    agentplatform.text)."""
+
+    default_error_messages = {"unstorable": "This text {reason}."}
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        reason = unstorable_reason(data)
+        if reason:
+            self.fail("unstorable", reason=reason)
         return super().to_internal_value(data)
 
 

@@ -5,29 +5,67 @@
 embedded offline planner through an in-process httpx2 transport (DESIGN section 6), so the code
 path is identical with and without a network.
 
-`complete()` sends one chat-completions request and returns a `ModelTurn`. Streaming responses
-are assembled here: tool-call deltas are joined by `index` *before* anyone parses the arguments
-(arguments stay raw strings; the tool pipeline parses and validates them). Retries of 429, 5xx and
-connection errors are the SDK's own bounded `max_retries` with backoff; whatever is still failing
-afterwards becomes `ModelUnavailable`.
+`complete()` sends one chat-completions request and returns a `ModelTurn`:
+
+- Streaming responses are assembled here: tool-call deltas are joined by `index` before anyone
+  parses the arguments; what the provider sent is then normalised into one canonical turn by
+  `agentplatform.llm.normalize` (the only place that knows provider shapes; docs/providers.md).
+- The whole call (connect, retries with their waits, every chunk of a stream) has one deadline,
+  `LLM_DEADLINE_SECONDS`: the SDK's timeout applies per read, so a stream dripping a chunk every
+  few seconds would otherwise never end. The HTTP exchange runs in a helper thread that hands each
+  chunk over a queue; this thread (the caller's, which owns the database connection and the
+  `on_text` callback) waits on the queue for at most what is left of the deadline, then abandons
+  the call (the helper stops at its next chunk or read timeout and closes the response) and
+  raises `ModelTimeout`.
+- Retries are ours, not the SDK's (`max_retries=0` on the wire): 429 rate limits, 408/409, 5xx
+  and connection errors are retried up to `client.max_retries` times with the provider's
+  Retry-After (or exponential backoff with jitter), never past the deadline. 401/403/404/400 and
+  a 429 that is about size or quota are never retried; each has its own code
+  (`agentplatform.llm.errors`) and a message naming what an operator should check, with the
+  provider's own message masked.
 """
 from __future__ import annotations
 
 import json
+import logging
+import queue
+import random
+import re
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import openai
 from django.conf import settings
 
-from agentplatform.llm.types import ModelToolCall, ModelTurn, ModelUnavailable
+from agentplatform.llm import normalize
+from agentplatform.llm.errors import (
+    ModelAuthFailed,
+    ModelContextTooLong,
+    ModelError,
+    ModelNotFound,
+    ModelQuotaExceeded,
+    ModelRateLimited,
+    ModelRequestRejected,
+    ModelRequestTooLarge,
+    ModelTimeout,
+    ModelUnavailable,
+)
+from agentplatform.llm.types import ModelTurn
+from agentplatform.text import storable_text
+from tools.masking import LONG_DIGITS
+
+logger = logging.getLogger(__name__)
 
 OFFLINE_BASE_URL = "http://offline-model.invalid/v1"
 # The SDK refuses to build a client without a key; the offline transport never looks at it.
 OFFLINE_API_KEY = "offline"
+# A Retry-After longer than this is not waited for (the SDK's own limit, MAX_RETRY_AFTER_DELAY).
+MAX_RETRY_AFTER_SECONDS = 60.0
+PROVIDER_MESSAGE_CHARS = 300
 
 _lock = threading.Lock()
 _clients: dict[tuple[Any, ...], openai.OpenAI] = {}
@@ -74,42 +112,224 @@ def reset_client() -> None:
         client.close()
 
 
-def _unavailable(exc: Exception) -> ModelUnavailable:
-    """A short, key-free description of an SDK failure (the SDK's own message may echo request data)."""
+# -- provider failures ----------------------------------------------------------------------------
+
+_KEYLIKE = re.compile(r"(?i)\b((?:sk|pk|rk|ak|key|tok)[-_][A-Za-z0-9_\-]{4})[A-Za-z0-9_\-.*]{4,}")
+_BEARER = re.compile(r"(?i)\bBearer\s+\S+")
+_LONG_OPAQUE = re.compile(r"\b[A-Za-z0-9_\-]{32,}\b")
+_CONTEXT = re.compile(r"(?i)context[ _-]?(length|window)|maximum context|too many tokens|token limit|"
+                      r"input (length|tokens?) .*(exceed|too long|range)|prompt is too long|range of input length")
+# Wordings of a 429 that is about size, not rate (OpenAI, Groq: "Request too large for <model> ... on
+# tokens per min"), and of an exhausted account (OpenAI's insufficient_quota; DeepSeek answers 402).
+_TOO_LARGE = re.compile(r"(?i)\b(request|payload|entity|input|prompt)s? (is |are )?too (large|long)\b|too large for")
+_QUOTA = re.compile(r"(?i)insufficient[_ ](quota|balance)|exceeded your current quota|quota (is )?exceeded")
+
+
+def _mask_provider_text(text: str, api_key: str) -> str:
+    """The provider's own message, safe to show an operator: the configured key, key-like and long
+    opaque tokens and card-like digit runs masked; unstorable characters cleaned; truncated."""
+    text = storable_text(text)
+    if api_key and len(api_key) >= 8:
+        text = text.replace(api_key, api_key[:3] + "****")
+    text = _BEARER.sub("Bearer ****", text)
+    text = _KEYLIKE.sub(lambda m: m.group(1) + "****", text)
+    text = _LONG_OPAQUE.sub(lambda m: m.group(0)[:4] + "****", text)
+    text = LONG_DIGITS.sub(lambda m: m.group(0)[:4] + "****", text)
+    text = " ".join(text.split())
+    return text[:PROVIDER_MESSAGE_CHARS] + ("…" if len(text) > PROVIDER_MESSAGE_CHARS else "")
+
+
+def _provider_error(body: Any) -> tuple[str, str]:
+    """(message, code-or-type) from an error body (`{"error": {...}}` already unwrapped by the SDK,
+    `{"message": ...}`, `{"detail": ...}` (vLLM/FastAPI) or plain text)."""
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message") or inner.get("detail") or inner.get("error") or ""
+        code = inner.get("code") or inner.get("type") or ""
+        if not isinstance(message, str):
+            message = json.dumps(message, ensure_ascii=False)[:PROVIDER_MESSAGE_CHARS * 2]
+        return message, str(code)
+    if isinstance(body, str):
+        return body, ""
+    return "", ""
+
+
+def _endpoint(client: openai.OpenAI) -> str:
+    """The base URL without credentials or query (safe to print)."""
+    parts = urlsplit(str(client.base_url))
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
+
+
+def model_error(exc: BaseException, *, client: openai.OpenAI, model: str) -> ModelError:
+    """Map an SDK (or transport) failure to a ModelError with an operator-actionable message.
+
+    Never includes the SDK's own exception text (it may echo the request, whose headers carry the
+    key); the provider's error message is included after `_mask_provider_text`.
+    """
+    if isinstance(exc, ModelError):
+        return exc
+    endpoint = _endpoint(client)
     if isinstance(exc, openai.APITimeoutError):
-        message = "the model endpoint timed out"
-    elif isinstance(exc, openai.APIConnectionError):
-        message = "could not reach the model endpoint (connection failed or dropped)"
-    elif isinstance(exc, openai.RateLimitError):
-        message = "the model endpoint is rate limiting requests (HTTP 429)"
-    elif isinstance(exc, openai.APIStatusError):
-        message = f"the model endpoint answered HTTP {exc.status_code}"
-    elif isinstance(exc, openai.APIResponseValidationError):
-        message = "the model endpoint sent a response that does not match the chat-completions format"
-    elif isinstance(exc, json.JSONDecodeError):
-        message = "the model endpoint sent a stream chunk that is not JSON"
-    else:
-        message = "the model endpoint reported an error"
-    return ModelUnavailable(message)
+        return ModelUnavailable(f"the model endpoint {endpoint} did not answer within "
+                                f"LLM_TIMEOUT_SECONDS={settings.LLM_TIMEOUT_SECONDS:g}")
+    if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
+        return ModelUnavailable(f"could not reach the model endpoint {endpoint} (connection failed or dropped)")
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ModelUnavailable("the model endpoint sent a response that does not match the chat-completions format")
+    if isinstance(exc, json.JSONDecodeError):
+        return ModelUnavailable("the model endpoint sent a stream chunk that is not JSON")
+    if not isinstance(exc, openai.APIError):
+        logger.warning("model call failed on %s", type(exc).__name__, exc_info=exc)
+        return ModelUnavailable(f"the model endpoint sent a response this platform cannot read ({type(exc).__name__})")
+    message, code = _provider_error(exc.body)
+    said = _mask_provider_text(message, str(client.api_key or ""))
+    said = f"; the provider said: {said}" if said else ""
+    status = getattr(exc, "status_code", None)
+    if status is None:  # an error event inside a stream
+        return ModelUnavailable(f"the model endpoint {endpoint} reported an error in its stream{said}")
+    if status in (401, 403):
+        return ModelAuthFailed(
+            f"the model endpoint {endpoint} refused the credentials (HTTP {status}): check LLM_API_KEY and that it "
+            f"may use LLM_MODEL={model!r}{said}", provider_status=status)
+    if status == 404:
+        return ModelNotFound(
+            f"the model endpoint {endpoint} has no model {model!r} (HTTP 404): check LLM_MODEL and LLM_BASE_URL{said}",
+            provider_status=status)
+    if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT.search(message)):
+        return ModelContextTooLong(
+            f"the conversation does not fit the context window of {model!r} (HTTP {status}){said}",
+            provider_status=status)
+    if status == 413 or (status == 429 and _TOO_LARGE.search(message) and not _QUOTA.search(message)):
+        return ModelRequestTooLarge(
+            f"the model endpoint {endpoint} refused the request as too large (HTTP {status}), not a rate limit: "
+            f"waiting does not help; check the model's token limits, AGENT_MEMORY_WINDOW and the tools offered{said}",
+            provider_status=status)
+    if status == 402 or (status == 429 and (code == "insufficient_quota" or _QUOTA.search(message))):
+        return ModelQuotaExceeded(
+            f"the model endpoint {endpoint} refused the request: the account's quota is used up (HTTP {status}), not a "
+            f"rate limit; check the provider account's billing and quota for LLM_API_KEY{said}", provider_status=status)
+    if status == 429:
+        return ModelRateLimited(f"the model endpoint {endpoint} is rate limiting requests (HTTP 429){said}",
+                                provider_status=status)
+    if status in (408, 409) or status >= 500:
+        return ModelUnavailable(f"the model endpoint {endpoint} answered HTTP {status}{said}", provider_status=status)
+    return ModelRequestRejected(
+        f"the model endpoint {endpoint} rejected the request (HTTP {status}): check LLM_MODEL={model!r} supports "
+        f"tool calling and LLM_BASE_URL is an OpenAI-compatible chat-completions endpoint{said}",
+        provider_status=status)
 
 
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
+def _retry_delay(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before attempt `attempt + 1`, or None when the failure must not be retried
+    (the server said `x-should-retry: false`, or asked to wait longer than MAX_RETRY_AFTER_SECONDS)."""
+    response = getattr(exc, "response", None)
+    headers = response.headers if response is not None else {}
+    if headers.get("x-should-retry") == "false":
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value) * scale
+            except ValueError:
+                continue
+            return seconds if 0 <= seconds <= MAX_RETRY_AFTER_SECONDS else None
+    return min(0.5 * 2 ** attempt, 8.0) * (1 - 0.25 * random.random())
 
 
-def _assemble_stream(chunks: Iterable[Any], on_text: Callable[[str], None] | None) -> ModelTurn:
-    """Join the deltas of a chat.completion.chunk stream into one ModelTurn.
+# -- one call under a deadline ----------------------------------------------------------------------
 
-    Text deltas are concatenated (and passed to on_text as they come). Tool-call deltas are joined
-    by `index`: id and name are taken from the first delta that carries them, argument fragments are
-    concatenated in arrival order. The finish_reason is the last one seen. Raises ModelUnavailable
-    when the stream ends without any finish_reason (a dropped or truncated stream).
+_END = object()
+
+
+class _Exchange(threading.Thread):
+    """The HTTP side of one model call, in its own thread: create (with our retries), then put each
+    stream chunk (or the one completion) on `items`, then `_END`; an exception is put instead.
+    `abandon()` makes it stop at its next chunk or retry wait and close the response."""
+
+    def __init__(self, client: openai.OpenAI, request: dict[str, Any], *, stream: bool, deadline: float,
+                 model: str) -> None:
+        super().__init__(name="model-call", daemon=True)
+        self.client, self.request, self.stream, self.deadline, self.model = client, request, stream, deadline, model
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = threading.Event()
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+
+    def run(self) -> None:
+        try:
+            response = self._create()
+            if response is None:
+                return
+            if not self.stream:
+                self.items.put(response)
+            else:
+                with response:
+                    for chunk in response:
+                        if self.abandoned.is_set():
+                            return
+                        self.items.put(chunk)
+            self.items.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self.items.put(exc)
+
+    def _create(self) -> Any:
+        sdk = self.client.with_options(max_retries=0)
+        attempts = max(int(self.client.max_retries), 0) + 1
+        for attempt in range(attempts):
+            remaining = self.deadline - time.monotonic()
+            timeout = min(float(settings.LLM_TIMEOUT_SECONDS), max(remaining, 0.05))
+            try:
+                return sdk.chat.completions.create(**self.request, stream=self.stream, timeout=timeout)
+            except (openai.OpenAIError, httpx2.TransportError) as exc:
+                error = model_error(exc, client=self.client, model=self.model)
+                delay = _retry_delay(exc, attempt) if error.retryable else None
+                if delay is None or attempt + 1 >= attempts or time.monotonic() + delay >= self.deadline:
+                    raise error from None
+                logger.info("model call attempt %d failed (%s); retrying in %.2fs", attempt + 1, error.code, delay)
+                if self.abandoned.wait(delay):
+                    return None
+        return None
+
+
+def _items(exchange: _Exchange, deadline: float, seconds: float) -> Iterator[Any]:
+    """What the exchange produces, until its end; raises ModelTimeout when the deadline passes
+    first (the exchange is abandoned) and re-raises what the exchange raised."""
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise queue.Empty
+            item = exchange.items.get(timeout=remaining)
+        except queue.Empty:
+            exchange.abandon()
+            raise ModelTimeout(f"the model did not finish its answer within LLM_DEADLINE_SECONDS={seconds:g}; "
+                               f"the call was abandoned") from None
+        if item is _END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
+def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None,
+                     taken: set[str]) -> ModelTurn:
+    """Join the deltas of a chat.completion.chunk stream into one canonical ModelTurn.
+
+    Text deltas are concatenated (each passed, cleaned, to on_text as it comes); `reasoning_content`
+    deltas are kept apart. Tool-call deltas are joined by `index`: id and name are taken from the
+    first delta that carries them, argument fragments are kept in arrival order. A fragment without
+    an index (some local servers) continues the last call, unless it starts a new named one. The
+    finish_reason is the last one seen. Raises ModelUnavailable when the stream ends without any
+    finish_reason (a dropped or truncated stream).
     """
     text: list[str] = []
-    calls: dict[int, _PartialCall] = {}
+    reasoning: list[str] = []
+    calls: dict[int, normalize.RawCall] = {}
     finish_reason: str | None = None
     for chunk in chunks:
         # Usage-only chunks and Azure's prompt-filter chunk have no choices.
@@ -118,45 +338,60 @@ def _assemble_stream(chunks: Iterable[Any], on_text: Callable[[str], None] | Non
                 continue
             delta = choice.delta
             if delta is not None:
+                thought = getattr(delta, "reasoning_content", None)
+                if isinstance(thought, str) and thought:
+                    reasoning.append(thought)
                 if delta.content:
-                    text.append(delta.content)
-                    if on_text is not None:
-                        on_text(delta.content)
-                for position, fragment in enumerate(delta.tool_calls or ()):
-                    index = fragment.index if fragment.index is not None else position
-                    partial = calls.setdefault(index, _PartialCall())
+                    piece, thinking = normalize.content_parts(delta.content)
+                    reasoning.append(thinking)
+                    text.append(piece)
+                    if on_text is not None and piece:
+                        on_text(storable_text(piece))
+                for fragment in delta.tool_calls or ():
+                    function = fragment.function
+                    name = getattr(function, "name", None) if function is not None else None
+                    index = fragment.index
+                    if index is None:
+                        last = max(calls, default=-1)
+                        starts_new = last < 0 or (name and calls[last].name and (fragment.id or "") != calls[last].id)
+                        index = last + 1 if starts_new else last
+                    partial = calls.setdefault(index, normalize.RawCall())
                     # Some providers repeat id/name on every delta; the first one wins.
                     if fragment.id and not partial.id:
                         partial.id = fragment.id
-                    function = fragment.function
                     if function is not None:
-                        if function.name and not partial.name:
-                            partial.name = function.name
-                        if function.arguments:
-                            partial.arguments.append(function.arguments)
+                        if name and not partial.name:
+                            partial.name = name
+                        arguments = getattr(function, "arguments", None)
+                        if arguments is not None and arguments != "":
+                            partial.arguments.append(arguments)
             if choice.finish_reason:
                 finish_reason = choice.finish_reason
     if finish_reason is None:
         raise ModelUnavailable("the model stream ended before the turn finished")
-    tool_calls = [ModelToolCall(id=c.id, name=c.name, arguments="".join(c.arguments))
-                  for _, c in sorted(calls.items())]
-    return ModelTurn(content="".join(text), tool_calls=tool_calls, finish_reason=finish_reason)
+    return normalize.normalize_turn(content="".join(text), reasoning="".join(reasoning),
+                                    raw_calls=[c for _, c in sorted(calls.items())], finish_reason=finish_reason,
+                                    taken=taken)
 
 
-def _from_completion(completion: Any, on_text: Callable[[str], None] | None) -> ModelTurn:
+def _from_completion(completion: Any, on_text: Callable[[str], None] | None, taken: set[str]) -> ModelTurn:
     if not completion.choices:
         raise ModelUnavailable("the model endpoint returned no choices")
     choice = completion.choices[0]
     message = choice.message
-    content = message.content or ""
-    if content and on_text is not None:
-        on_text(content)
-    tool_calls = []
+    raw_calls = []
     for call in message.tool_calls or ():
         function = getattr(call, "function", None)  # custom (non-function) tools are not used here
         if function is not None:
-            tool_calls.append(ModelToolCall(id=call.id, name=function.name, arguments=function.arguments or ""))
-    return ModelTurn(content=content, tool_calls=tool_calls, finish_reason=choice.finish_reason or "stop")
+            raw_calls.append(normalize.RawCall(id=call.id, name=function.name,
+                                               arguments=[getattr(function, "arguments", None)]))
+    reasoning = getattr(message, "reasoning_content", None)
+    turn = normalize.normalize_turn(content=message.content, raw_calls=raw_calls,
+                                    reasoning=reasoning if isinstance(reasoning, str) else "",
+                                    finish_reason=choice.finish_reason or "stop", taken=taken)
+    if turn.content and on_text is not None:
+        on_text(turn.content)
+    return turn
 
 
 def complete(
@@ -167,32 +402,45 @@ def complete(
     on_text: Callable[[str], None] | None = None,
     client: openai.OpenAI | None = None,
     model: str | None = None,
+    deadline_seconds: float | None = None,
 ) -> ModelTurn:
-    """Run one model turn and return it as a ModelTurn.
+    """Run one model turn and return it as a canonical ModelTurn.
 
-    messages: chat-completions messages (`{"role", "content", ...}`). tools: chat-completions tool
-    definitions (`{"type": "function", "function": {name, description, parameters}}`); sent only
-    when non-empty, and `tool_choice` is never sent (the provider default "auto" applies).
-    stream: defaults to settings.LLM_STREAM. on_text(delta) is called for every text delta when
-    streaming, and once with the whole content when not. client: defaults to get_client().
-    model: defaults to settings.LLM_MODEL.
+    messages: chat-completions messages (`{"role", "content", ...}`), sent through
+    `normalize.replay_messages`. tools: chat-completions tool definitions; sent only when
+    non-empty, and `tool_choice` is never sent (the provider default "auto" applies).
+    stream: defaults to settings.LLM_STREAM. on_text(delta) is called (in the caller's thread) for
+    every text delta when streaming, and once with the whole content when not. client: defaults to
+    get_client() (its `max_retries` is the number of retries). model: defaults to
+    settings.LLM_MODEL. deadline_seconds: the whole call's bound, default LLM_DEADLINE_SECONDS.
 
-    Returns ModelTurn(content, tool_calls in index order with raw argument strings, finish_reason);
-    arguments are never parsed here. A turn cut by `length` or a filter is returned with
-    `complete == False` for the caller to refuse. Raises ModelUnavailable when the endpoint still
-    fails after the SDK's retries (HTTP errors, timeouts, dropped connections, malformed stream).
+    Returns ModelTurn(content, tool_calls in index order with unique ids and argument strings,
+    finish_reason, reasoning); arguments are never parsed here. A turn cut by `length` or a filter
+    is returned with `complete == False` for the caller to refuse. Raises ModelTimeout past the
+    deadline, ModelUnavailable when the endpoint still fails after the retries, and the
+    non-retryable ModelError subclasses (see agentplatform.llm.errors) at once.
     """
     client = client if client is not None else get_client()
     stream = settings.LLM_STREAM if stream is None else stream
-    request: dict[str, Any] = {"model": model or settings.LLM_MODEL, "messages": messages}
+    model = model or settings.LLM_MODEL
+    seconds = float(settings.LLM_DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
+    deadline = time.monotonic() + seconds
+    request: dict[str, Any] = {"model": model, "messages": normalize.replay_messages(messages)}
     if tools:
         request["tools"] = tools
+    taken = normalize.history_call_ids(messages)
+    exchange = _Exchange(client, request, stream=stream, deadline=deadline, model=model)
+    exchange.start()
+    items = _items(exchange, deadline, seconds)
     try:
         if not stream:
-            return _from_completion(client.chat.completions.create(**request), on_text)
-        response = client.chat.completions.create(**request, stream=True)
-        with response:
-            return _assemble_stream(response, on_text)
-    except (openai.OpenAIError, json.JSONDecodeError) as exc:
+            completion = next(items, None)
+            if completion is None:
+                raise ModelUnavailable("the model endpoint sent no answer")
+            return _from_completion(completion, on_text, taken)
+        return _assemble_stream(items, on_text, taken)
+    except (openai.OpenAIError, httpx2.TransportError, json.JSONDecodeError) as exc:
         # `from None`: the SDK's exception holds the request, whose headers carry the API key.
-        raise _unavailable(exc) from None
+        raise model_error(exc, client=client, model=model) from None
+    finally:
+        exchange.abandon()  # a no-op when it finished; stops it when the caller failed first

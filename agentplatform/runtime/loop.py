@@ -19,8 +19,10 @@ from django.db.models import OuterRef, Subquery
 from agentplatform import clock, correlation
 from agentplatform.db import insert_row, update_row
 from agentplatform.errors import DomainError
-from agentplatform.llm import client as llm
-from agentplatform.llm.types import ModelTurn, ModelUnavailable
+from agentplatform.llm import pending as llm_pending
+from agentplatform.llm.errors import ModelError
+from agentplatform.llm.types import ModelTurn
+from agentplatform.llm.window import complete_in_window
 from agentplatform.runtime.eligibility import is_eligible
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
@@ -417,7 +419,10 @@ def _message_insert(run: Run, *, role: str, content: str, in_memory: bool, tool_
                          "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory})
 
 
-def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str = "stop") -> RunOutcome:
+def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str = "stop",
+            waiting: list | None = None) -> RunOutcome:
+    if waiting:  # issue 10 item 11: an answer never claims a waiting action happened unopposed
+        answer = llm_pending.qualify_answer(answer, llm_pending.waiting_calls(conversation_id=run.conversation_id))
     recorder.emit(RunEvent.Type.FINAL_TEXT, {"text": answer})
     _message_insert(run, role="assistant", content=answer, in_memory=True)
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason
@@ -473,8 +478,9 @@ def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCalli
 
 def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolCallingManager, *,
              park: bool = False) -> RunOutcome:
-    memory = [{"role": "system", "content": SYSTEM_PROMPT}, *memory_messages(conversation=run.conversation,
-                                                                             exclude_run=run)]
+    waiting = llm_pending.waiting_calls(conversation_id=run.conversation_id)
+    system = [{"role": "system", "content": SYSTEM_PROMPT + llm_pending.system_note(waiting)}]
+    memory = memory_messages(conversation=run.conversation, exclude_run=run)
     try:
         definitions, ctx = manager.resolve(ctx)
         internal = run.state.get("internal", True)
@@ -485,12 +491,12 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 # run, not once per run (one query): a grant revoked meanwhile takes effect now.
                 definitions, ctx = manager.resolve(ctx, refresh=True)
             first = False
-            turn = llm.complete(messages=[*memory, *run.state["messages"]], tools=definitions,
-                                on_text=recorder.text)
+            turn = complete_in_window(system=system, memory=memory, messages=run.state["messages"],
+                                      tools=definitions, on_text=recorder.text)
             recorder.flush_text()
             run.iterations += 1
             if not turn.has_tool_calls:
-                return _finish(run, recorder, turn.content, stop_reason=turn.finish_reason)
+                return _finish(run, recorder, turn.content, stop_reason=turn.finish_reason, waiting=waiting)
             assistant = turn.assistant_message()
             _append(run, assistant)
             if not is_eligible(internal, turn):
@@ -517,12 +523,12 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 return _finish(run, recorder, answer, stop_reason="return_direct")
         _fail(run, recorder, "MAX_ITERATIONS", f"the agent stopped after {settings.AGENT_MAX_ITERATIONS} model calls")
         return RunOutcome(run)
-    except ModelUnavailable as error:
-        if park:
+    except ModelError as error:
+        if park and error.retryable:
             # Keep what this run did so far; a retry of the task continues from here.
             _save(run, "state", "iterations", park=True)
             raise RunParked(str(error)) from error
-        _fail(run, recorder, ModelUnavailable.code, str(error))
+        _fail(run, recorder, error.code, error.message)
         return RunOutcome(run)
     except DomainError as error:
         _fail(run, recorder, error.code, error.message)

@@ -14,6 +14,7 @@ from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
 from agentplatform.runtime.selectors import conversation_get
+from agentplatform.text import storable_text
 from approvals import services as approvals
 from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
@@ -52,13 +53,14 @@ def chat_send(
     if conversation_id is None:
         if confirmation_token:
             raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
-        conversation = conversation_create(user=user, title=(message or "")[:60])
+        conversation = conversation_create(user=user, title=storable_text(message or "")[:60])
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     if confirmation_token:
         return _confirm_and_resume(user=user, conversation=conversation, token=confirmation_token, listener=listener)
     if not isinstance(message, str) or not message.strip():
         raise InvalidInput("message must be a non-blank string")
+    message = storable_text(message)  # NUL / lone surrogates: PostgreSQL cannot store them (issue 10)
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     try:

@@ -369,13 +369,13 @@ def test_a_cancelled_running_run_cannot_execute_through_its_stale_holder(request
 # -- 12: permissions re-checked before every model call ----------------------------------------------
 
 def test_a_grant_revoked_between_two_model_calls_of_a_run_is_in_force_for_the_next(requester, model, monkeypatch):
-    from agentplatform.runtime import loop
+    from agentplatform.llm import client as llm  # the loop's model calls go through llm.complete
 
     model.calls(("call_list", "list_orders", {}))
     model.calls(("call_inv", "query_inventory", {"sku": "SKU-10001"}))
     model.says("done")
     inventory = Tool.objects.get(name="query_inventory")
-    real_complete, seen = loop.llm.complete, []
+    real_complete, seen = llm.complete, []
 
     def revoke_before_the_second_call(**kwargs):
         seen.append(kwargs)
@@ -384,7 +384,7 @@ def test_a_grant_revoked_between_two_model_calls_of_a_run_is_in_force_for_the_ne
             remove_perm("tools.use_tool", requester, inventory)
         return turn
 
-    monkeypatch.setattr(loop.llm, "complete", revoke_before_the_second_call)
+    monkeypatch.setattr(llm, "complete", revoke_before_the_second_call)
     with pytest.raises(Exception) as raised:
         services.chat_send(user=requester, message="list orders then stock")
 

@@ -1,0 +1,221 @@
+"""Every provider shape becomes one canonical assistant turn here, and only what a provider accepts
+is replayed from here (issue 10; the table of shapes is docs/providers.md).
+
+OpenAI-compatible providers bend the chat-completions format. Before governance sees a turn:
+
+- every call gets an id unique within the turn and the run's history (`functions.cancel_order:0`
+  twice, or no id at all, must not overwrite one another: a pending map, a confirmation and a tool
+  message are keyed by it); the first holder of an id keeps it, the others get `internal_call_id()`;
+- an entry with no name and no arguments (a phantom index) is dropped and logged;
+- arguments sent as a JSON object (or any non-string JSON) are serialised canonically (sorted keys,
+  no spaces, UTF-8), `null` becomes "" (refused by the pipeline as not JSON, never coerced to `{}`);
+- text PostgreSQL cannot store (NUL, lone surrogates; `agentplatform.text`) is cleaned in free text
+  (content, reasoning, names, ids) and *escaped* in arguments, so the message can be stored and the
+  pipeline still sees the character and refuses the call with INVALID_ARGUMENTS (audited);
+- provider reasoning (`reasoning_content`) is kept on the turn, apart from the answer.
+
+Before a request is sent (`replay_messages`), the history is made acceptable to strict providers:
+arguments that do not parse as a JSON object PostgreSQL could store are replayed as "{}" (the tool
+message answering that id already carries the error), and `reasoning_content` is kept only on the
+assistant messages of the current turn (after the last user message), where DeepSeek requires it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import string
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentplatform.llm.types import ModelToolCall, ModelTurn
+from agentplatform.text import storable_text, unstorable_reason
+
+logger = logging.getLogger(__name__)
+
+# The longest id kept as the provider sent it (Message.tool_call_id holds 128; audit rows 100).
+MAX_CALL_ID_CHARS = 64
+_ID_ALPHABET = string.ascii_letters + string.digits
+_UNSTORABLE_IN_ARGUMENTS = re.compile("[\x00\ud800-\udfff]")
+
+
+@dataclass
+class RawCall:
+    """One tool-call entry as a provider sent it (streamed: the fragments joined by index).
+
+    arguments: the argument fragments in arrival order, each a string or (some providers) a JSON
+    value such as an object; a non-streamed call has one fragment.
+    """
+
+    id: Any = None
+    name: Any = None
+    arguments: list[Any] = field(default_factory=list)
+
+
+def internal_call_id(taken: set[str]) -> str:
+    """A fresh call id not in `taken`: nine ASCII letters and digits, the strictest format a known
+    provider accepts (Mistral: `^[a-zA-Z0-9]{9}$`; OpenAI and the others take any string)."""
+    while True:
+        candidate = "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+        if candidate not in taken:
+            return candidate
+
+
+def canonical_json(value: Any) -> str:
+    """JSON text with sorted keys, no spaces, UTF-8 (DESIGN section 8's canonical form)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _escape_unstorable(text: str) -> str:
+    # `\u0000` (six characters) instead of the character: storable in a text or jsonb column, and
+    # still the same JSON value when the pipeline parses it (which then refuses it).
+    return _UNSTORABLE_IN_ARGUMENTS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def arguments_text(fragments: list[Any]) -> str:
+    """The arguments of one call as JSON text.
+
+    Strings are joined. A JSON value sent instead of a string (GLM, Ollama: an object) is
+    serialised canonically; a single such value among empty strings is taken as the arguments.
+    None (`"arguments": null`) gives "". Unstorable characters are escaped (see module doc).
+    """
+    values = [f for f in fragments if f is not None and f != ""]
+    if not values:
+        text = ""
+    elif all(isinstance(v, str) for v in values):
+        text = "".join(values)
+    elif len(values) == 1:
+        text = canonical_json(values[0])
+    else:  # a mixture nobody should send: joined as text, the pipeline judges it
+        text = "".join(v if isinstance(v, str) else canonical_json(v) for v in values)
+    return _escape_unstorable(text)
+
+
+def _is_phantom(call: RawCall) -> bool:
+    name = call.name if isinstance(call.name, str) else ""
+    return not name.strip() and arguments_text(call.arguments) == ""
+
+
+def history_call_ids(messages: Iterable[dict[str, Any]]) -> set[str]:
+    """The tool call ids already used by the assistant messages of `messages`."""
+    taken: set[str] = set()
+    for message in messages:
+        if message.get("role") == "assistant":
+            for call in message.get("tool_calls") or ():
+                if isinstance(call, dict) and call.get("id"):
+                    taken.add(str(call["id"]))
+    return taken
+
+
+def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) -> list[ModelToolCall]:
+    """Canonical calls of one turn, in the provider's order (see module doc).
+
+    taken: ids already used earlier in the run's history; a call reusing one gets a fresh id.
+    Logs each phantom dropped and each id replaced.
+    """
+    used = set(taken or ())
+    calls = []
+    for position, raw in enumerate(raw_calls):
+        if _is_phantom(raw):
+            logger.warning("model turn: dropped tool-call entry %d with no name and no arguments (id %r)",
+                           position, str(raw.id)[:MAX_CALL_ID_CHARS] if raw.id else "")
+            continue
+        name = storable_text(raw.name) if isinstance(raw.name, str) else ""
+        call_id = raw.id if isinstance(raw.id, str) else ("" if raw.id is None else str(raw.id))
+        if (not call_id or call_id in used or len(call_id) > MAX_CALL_ID_CHARS
+                or unstorable_reason(call_id) or not call_id.isprintable()):
+            fresh = internal_call_id(used)
+            if call_id:
+                logger.info("model turn: tool-call id %r of entry %d replaced by %s (duplicate or unusable)",
+                            storable_text(call_id)[:MAX_CALL_ID_CHARS], position, fresh)
+            call_id = fresh
+        used.add(call_id)
+        calls.append(ModelToolCall(id=call_id, name=name, arguments=arguments_text(raw.arguments)))
+    return calls
+
+
+# finish_reason spellings of compatible servers -> OpenAI's. Anything else is kept as sent, and a
+# turn with an unknown reason is not `complete`: its calls are refused, never executed (fail closed).
+FINISH_REASONS = {
+    "tool_call": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
+    "eos": "stop", "eos_token": "stop", "end_turn": "stop", "stop_sequence": "stop",
+    "max_tokens": "length", "model_length": "length",
+}
+
+
+def finish_reason_of(value: Any) -> str:
+    """OpenAI's spelling of a finish_reason ("stop" when missing)."""
+    reason = str(value or "stop").strip().lower()
+    return FINISH_REASONS.get(reason, reason)
+
+
+def content_parts(value: Any) -> tuple[str, str]:
+    """(text, reasoning) of a message `content`: a string, or a list of parts as Mistral's reasoning
+    models send (`{"type": "text", "text": ...}`, `{"type": "thinking", "thinking": [...]}`)."""
+    if value is None:
+        return "", ""
+    if isinstance(value, str):
+        return value, ""
+    text: list[str] = []
+    thinking: list[str] = []
+    for part in value if isinstance(value, list) else [value]:
+        if isinstance(part, str):
+            text.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("text"), str):
+                text.append(part["text"])
+            elif kind in ("thinking", "reasoning"):
+                inner = part.get("thinking", part.get("reasoning", ""))
+                thinking.append(content_parts(inner)[0] if not isinstance(inner, str) else inner)
+    return "".join(text), "".join(thinking)
+
+
+def normalize_turn(*, content: Any, raw_calls: list[RawCall], finish_reason: str | None, reasoning: str = "",
+                   taken: set[str] | None = None) -> ModelTurn:
+    """One canonical ModelTurn from what a provider sent: text cleaned (content given as parts is
+    joined, its thinking parts go to the reasoning), calls normalised, finish_reason in OpenAI's
+    spelling (FINISH_REASONS)."""
+    text, thinking = content_parts(content)
+    return ModelTurn(content=storable_text(text), tool_calls=normalize_calls(raw_calls, taken=taken),
+                     finish_reason=finish_reason_of(finish_reason),
+                     reasoning=storable_text((reasoning or "") + thinking))
+
+
+def replayable_arguments(arguments: Any) -> str:
+    """`arguments` when they parse as a JSON object PostgreSQL could store, else "{}"."""
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return "{}"
+        if isinstance(parsed, dict) and not unstorable_reason(parsed):
+            return arguments
+    return "{}"
+
+
+def replay_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's messages as a strict provider accepts them (copies; `messages` is untouched).
+
+    Arguments that do not parse are replaced by "{}" (issue 10 item 5); `reasoning_content` stays
+    only on assistant messages after the last user message (item 6). Everything else is kept.
+    """
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    replayed = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            replayed.append(message)
+            continue
+        copy = dict(message)
+        if "reasoning_content" in copy and (index < last_user or not copy["reasoning_content"]):
+            del copy["reasoning_content"]
+        if copy.get("tool_calls"):
+            copy["tool_calls"] = [
+                {**call, "function": {**call.get("function", {}),
+                                      "arguments": replayable_arguments((call.get("function") or {}).get("arguments"))}}
+                for call in copy["tool_calls"]
+            ]
+        replayed.append(copy)
+    return replayed
