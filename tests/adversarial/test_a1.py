@@ -1,4 +1,5 @@
 """Batch 1: stale holder after cancel, duplicate tool_call_ids, recovery truthfulness."""
+from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import json
 import datetime
 import uuid
@@ -35,14 +36,14 @@ def test_stop_during_model_call_leaves_open_request_on_cancelled_run(transaction
                                                                    monkeypatch, django_capture_on_commit_callbacks):
     """User clicks Stop while the model is thinking; the model then proposes a gated refund."""
     model.calls(("c1", "refund_order", {"order_id": REFUND_ORDER, "amount": "10", "reason": "broken parcel"}))
-    real = loop.llm.complete
+    real = llm_client.complete
 
     def stop_meanwhile(**kw):
         turn = real(**kw)
         services.run_cancel(run_id=Run.objects.get().pk, actor=requester, reason="stop")
         return turn
 
-    monkeypatch.setattr(loop.llm, "complete", stop_meanwhile)
+    monkeypatch.setattr(llm_client, "complete", stop_meanwhile)
     out = services.chat_send(user=requester, message="refund please")
     run = Run.objects.get()
     print("run", run.status, "pending out", out.pending)

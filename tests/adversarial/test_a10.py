@@ -1,3 +1,4 @@
+from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import uuid
 from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
@@ -14,7 +15,7 @@ def test_cancelled_runs_stale_holder_supersedes_a_live_half_approved_request(tra
     approvals.confirmation_approve(request_id=rid, approver=approver1)
     model.calls(("s", "refund_order", {"order_id": REFUND_ORDER, "amount": "20", "reason": "broken parcel"}))
     model.says("the live run is told")
-    real = loop.llm.complete
+    real = llm_client.complete
 
     def stop_meanwhile(**kw):
         turn = real(**kw)
@@ -22,7 +23,7 @@ def test_cancelled_runs_stale_holder_supersedes_a_live_half_approved_request(tra
             services.run_cancel(run_id=Run.objects.order_by("-created_at").first().pk, actor=requester)
         return turn
 
-    monkeypatch.setattr(loop.llm, "complete", stop_meanwhile)
+    monkeypatch.setattr(llm_client, "complete", stop_meanwhile)
     services.chat_send(user=requester, message="second thoughts", conversation_id=live.run.conversation_id)
     rows = [(r.run_id == live.run.pk, r.status, Run.objects.get(pk=r.run_id).status) for r in ConfirmationRequest.objects.order_by("created_at")]
     print("requests (is_live_run, status, run status):", rows)

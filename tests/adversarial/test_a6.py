@@ -1,4 +1,5 @@
 """Supersede across users of one tenant; stale permission cache within one run."""
+from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import json
 import uuid
 
@@ -53,7 +54,7 @@ def test_cancel_perm_revoked_mid_run_is_not_in_force_for_next_model_call(request
     model.calls(("l", "list_orders", {}))
     model.calls(("c", "cancel_order", CANCEL_ARGS))
     model.says("done")
-    real, seen = loop.llm.complete, []
+    real, seen = llm_client.complete, []
 
     def revoke(**kw):
         seen.append(kw)
@@ -63,7 +64,7 @@ def test_cancel_perm_revoked_mid_run_is_not_in_force_for_next_model_call(request
             User.objects.filter(pk=requester.pk).update(is_active=False)
         return t
 
-    monkeypatch.setattr(loop.llm, "complete", revoke)
+    monkeypatch.setattr(llm_client, "complete", revoke)
     try:
         out = services.chat_send(user=requester, message="list then cancel")
         print("outcome", out.run.status, [p.tool for p in out.pending])

@@ -9,7 +9,7 @@ from agentplatform.runtime import services, loop
 from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
-from tests.attack.test_a6 import _clone_requester
+from tests.adversarial.test_a6 import _clone_requester
 from tests.tools.support import REFUND_ORDER
 from tools.models import Tool
 

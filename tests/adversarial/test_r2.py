@@ -44,7 +44,7 @@ def test_double_click_and_sweep(transactional_db, requester, model):
 
 
 def test_concurrent_approvals_three_approvers_quorum_two(transactional_db, requester, approver1, approver2, people):
-    from tests.attack.test_a6 import _clone_requester
+    from tests.adversarial.test_a6 import _clone_requester
     from agentplatform.tenancy.models import User
     from guardian.shortcuts import assign_perm
     from tools.models import Tool
