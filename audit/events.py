@@ -11,8 +11,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentplatform.db import insert_row
 from audit import metrics
+from audit.chain import CHAIN_FIELDS, insert_chained
 from audit.models import AuditEvent
 
 
@@ -41,8 +41,9 @@ def record(
     `masked_arguments` must already be masked (tools.masking); a raw token must never be
     passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
     callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
-    The row is written with `insert_row` (one INSERT, no ORM compile: it is on every governed
-    call); AuditEvent.save() would only add its append-only check, which an INSERT never trips.
+    The row is written by `audit.chain.insert_chained` (on PostgreSQL one statement that also
+    advances the tenant's hash chain, no ORM compile: it is on every governed call). The tenant's
+    chain head stays locked until the caller's transaction ends.
     """
     event = AuditEvent(
         tenant_id=tenant_id,
@@ -64,7 +65,8 @@ def record(
         message=message[:500],
     )
     event.occurred_at = timezone.now()  # what auto_now_add would set
-    insert_row(AuditEvent, {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields})
+    event.chain_seq, event.prev_hash, event.row_hash = insert_chained(
+        {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields if f.attname not in CHAIN_FIELDS})
     event._state.adding = False  # stored: a later save() is refused as for any read row
     metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-")
     return event

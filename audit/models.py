@@ -2,7 +2,9 @@
 
 The application never updates or deletes a row: `save()` on an existing row, `delete()`
 and queryset `update()`/`delete()` raise AuditImmutable. On PostgreSQL a trigger
-(migration 0002) refuses UPDATE and DELETE as well.
+(migration 0003) refuses UPDATE and DELETE as well, and another (0004) refuses TRUNCATE. Each row
+is hash-chained to the previous event of its tenant (audit.chain), so what the database owner
+could still do around the triggers is detected by `manage.py audit_verify`.
 """
 from __future__ import annotations
 
@@ -72,6 +74,11 @@ class AuditEvent(models.Model):
     business_result_id = models.CharField(max_length=128, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     message = models.CharField(max_length=500, blank=True)
+    # The hash chain (audit.chain): position in the tenant's trail, the previous event's hash, and
+    # SHA-256(prev_hash:chain_seq:SHA-256(canonical JSON of this row)). Set by the database write.
+    chain_seq = models.BigIntegerField(null=True, blank=True, editable=False)
+    prev_hash = models.CharField(max_length=64, blank=True, editable=False)
+    row_hash = models.CharField(max_length=64, blank=True, editable=False)
 
     objects = AuditEventQuerySet.as_manager()
 
@@ -79,17 +86,41 @@ class AuditEvent(models.Model):
         ordering = ["occurred_at", "id"]
         permissions = [("export_auditevent", "Can read and export the audit trail")]
         indexes = [models.Index(fields=["tenant", "occurred_at"])]
+        constraints = [models.UniqueConstraint(fields=["tenant", "chain_seq"], name="audit_event_chain_position")]
 
     def __str__(self) -> str:
         return f"{self.occurred_at:%Y-%m-%d %H:%M:%S} {self.tool_name} {self.decision}"
 
     def save(self, *args, **kwargs) -> None:
-        """Insert once. Raises AuditImmutable for any attempt to save an existing row."""
+        """Insert once, chained (audit.chain.insert_chained). Raises AuditImmutable for any attempt
+        to save an existing row."""
+        from audit.chain import CHAIN_FIELDS, insert_chained
+
         if not self._state.adding:
             raise AuditImmutable("audit events are append-only")
-        kwargs["force_insert"] = True
-        super().save(*args, **kwargs)
+        if self.occurred_at is None:
+            from django.utils import timezone
+
+            self.occurred_at = timezone.now()
+        values = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields
+                  if f.attname not in CHAIN_FIELDS}
+        self.chain_seq, self.prev_hash, self.row_hash = insert_chained(values)
+        self._state.adding = False
 
     def delete(self, *args, **kwargs):
         """Always raises AuditImmutable."""
         raise AuditImmutable("audit events are append-only")
+
+
+class AuditChainHead(models.Model):
+    """The newest link of one tenant's audit chain (audit.chain): advanced, under its row lock, by
+    every audit INSERT of the tenant. PostgreSQL refuses DELETE and TRUNCATE on it (migration 0004).
+    """
+
+    tenant = models.OneToOneField("tenancy.Tenant", primary_key=True, on_delete=models.PROTECT, related_name="+")
+    seq = models.BigIntegerField()
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}@{self.seq}"

@@ -27,6 +27,33 @@ def pytest_collection_modifyitems(config, items) -> None:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_around_the_audit_truncate_trigger():
+    """PostgreSQL refuses TRUNCATE of the audit trail (audit migration 0004), and pytest-django
+    empties the database after each `transactional_db` test with `flush` (TRUNCATE). The test
+    harness connects as a superuser, so it flushes with `session_replication_role = replica`,
+    which skips ordinary triggers; the application's own role cannot (docs/operations.md)."""
+    if not _postgres():
+        yield
+        return
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    original = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        with self.connection.cursor() as cursor:
+            cursor.execute("SET session_replication_role = replica")
+        try:
+            original(self, sql_list)
+        finally:
+            with self.connection.cursor() as cursor:
+                cursor.execute("SET session_replication_role = DEFAULT")
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+    yield
+    DatabaseOperations.execute_sql_flush = original
+
+
 @pytest.fixture(autouse=True)
 def _offline_model(settings):
     """Every test talks to the offline model unless it points LLM_* at its own fake server."""

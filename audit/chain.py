@@ -1,0 +1,216 @@
+"""The hash chain of the audit trail: each AuditEvent is chained to the previous event of its tenant.
+
+Why: the application's database role (or whoever owns the tables) can disable triggers, edit,
+delete or reorder rows. The chain does not prevent that; it makes it *visible*: `python manage.py
+audit_verify` recomputes every link and names the first row that no longer fits (issue 9, item 11).
+
+The link of one event (all hex SHA-256, UTF-8):
+
+    body  = SHA-256(canonical JSON of the row)                     (computed in Python, `body_digest`)
+    hash  = SHA-256(prev_hash + ":" + chain_seq + ":" + body)      (`link_hash`)
+
+`chain_seq` counts the tenant's events from 1 without gaps; `prev_hash` is the `row_hash` of the
+tenant's event with `chain_seq - 1` ("" for the first). Canonical JSON: every concrete column of
+the row except the three chain columns, by attribute name (`tenant_id`, `actor_id`, ...), values
+converted by the field's own `to_python`, datetimes as UTC ISO 8601 with microseconds, UUIDs as
+lower-case text, integral floats as integers (jsonb returns 1e16 as an integer), keys sorted, no
+spaces, non-ASCII kept. Columns whose value is NULL or "" are left out, so a column added later
+(nullable or blank by default) leaves the links of older rows valid.
+
+Concurrency: the tenant's head row (`AuditChainHead`) is advanced with one upsert that locks it
+until the inserting transaction ends, so two transactions can never take the same `chain_seq` or
+link to the same predecessor; if a transaction rolls back, its head advance rolls back with its
+event. On PostgreSQL the advance and the event INSERT are one statement (a data-modifying CTE;
+the link is computed by the SQL function `audit_chain_link`, migration 0004); on SQLite they are
+two statements in one transaction (the link function is registered on each connection).
+Consequence: the tenant's chain lock is held from the audit write to the end of its transaction.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from django.db import connection, transaction
+
+CHAIN_FIELDS = ("chain_seq", "prev_hash", "row_hash")
+_SQL_CACHE: dict[tuple, str] = {}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready, representation-stable form of one value (see the module docstring)."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc)
+        return value.isoformat(timespec="microseconds")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def canonical_json(values: dict[str, Any]) -> str:
+    """The canonical JSON text of one audit row.
+
+    values: attribute name (`tenant_id`, `occurred_at`, ...) -> Python value, as stored or about to
+    be stored; chain columns are ignored. Returns compact, key-sorted JSON text. Raises ValueError
+    for NaN/infinite floats (PostgreSQL could not store them either).
+    """
+    from audit.models import AuditEvent
+
+    body: dict[str, Any] = {}
+    for field in AuditEvent._meta.concrete_fields:
+        if field.attname in CHAIN_FIELDS or field.attname not in values:
+            continue
+        value = values[field.attname]
+        if value is None or value == "":
+            continue
+        if field.get_internal_type() != "JSONField":
+            value = field.to_python(value)
+        body[field.attname] = _plain(value)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def body_digest(values: dict[str, Any]) -> str:
+    """Hex SHA-256 of `canonical_json(values)`."""
+    return hashlib.sha256(canonical_json(values).encode("utf-8")).hexdigest()
+
+
+def link_hash(prev_hash: str, seq: int, body: str) -> str:
+    """Hex SHA-256 of `prev_hash:seq:body` (the SQL function `audit_chain_link` computes the same)."""
+    return hashlib.sha256(f"{prev_hash}:{seq}:{body}".encode("utf-8")).hexdigest()
+
+
+def register_sqlite_functions(sender, connection, **kwargs) -> None:
+    """`connection_created` receiver: give SQLite the `audit_chain_link(prev, seq, body)` function
+    PostgreSQL gets from migration 0004."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_function("audit_chain_link", 3, link_hash, deterministic=True)
+
+
+def _head_upsert_sql() -> str:
+    # The first event of a tenant creates its head (seq 1, no predecessor); every later one moves
+    # it forward under the head row's lock (ON CONFLICT DO UPDATE locks the row until commit and
+    # re-reads its newest committed version under READ COMMITTED).
+    return ("INSERT INTO audit_auditchainhead (tenant_id, seq, prev_hash, hash) "
+            "VALUES (%s, 1, '', audit_chain_link('', 1, %s)) "
+            "ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_auditchainhead.seq + 1, "
+            "prev_hash = audit_auditchainhead.hash, "
+            "hash = audit_chain_link(audit_auditchainhead.hash, audit_auditchainhead.seq + 1, %s) "
+            "RETURNING seq, prev_hash, hash")
+
+
+def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
+    """INSERT one AuditEvent row chained to its tenant's previous event; returns (seq, prev, hash).
+
+    values: attribute name -> Python value for every concrete column but the chain columns
+    (`audit.events.record` builds them; `tenant_id` is required). The row and the head advance
+    commit or roll back together; outside a transaction they are made one. Raises DatabaseError
+    (IntegrityError, ...) when the write fails: the caller fails closed.
+    """
+    from agentplatform.db import _column_values
+    from audit.models import AuditEvent
+
+    body = body_digest(values)
+    tenant_id = values["tenant_id"]
+    columns, params = _column_values(AuditEvent, {k: v for k, v in values.items() if k not in CHAIN_FIELDS},
+                                     adding=True)
+    kept = [(c, p) for c, p in zip(columns, params) if c not in CHAIN_FIELDS]
+    columns, params = [c for c, _ in kept], [p for _, p in kept]
+    quote = connection.ops.quote_name
+    key = (tuple(columns), connection.vendor)
+    sql = _SQL_CACHE.get(key)
+    if sql is None:
+        target = ", ".join(map(quote, columns + list(CHAIN_FIELDS)))
+        if connection.vendor == "postgresql":
+            sql = (f"WITH head AS ({_head_upsert_sql()}) INSERT INTO {quote(AuditEvent._meta.db_table)} ({target}) "
+                   f"SELECT {', '.join(['%s'] * len(columns))}, head.seq, head.prev_hash, head.hash FROM head")
+        else:
+            sql = (f"INSERT INTO {quote(AuditEvent._meta.db_table)} ({target}) "
+                   f"VALUES ({', '.join(['%s'] * (len(columns) + 3))})")
+        _SQL_CACHE[key] = sql
+    if connection.vendor == "postgresql":
+        # One statement; RETURNING is not needed: the caller knows the row, and the chain values
+        # are read back by the verifier.
+        with connection.cursor() as cursor:
+            cursor.execute(sql + " RETURNING chain_seq, prev_hash, row_hash", [tenant_id, body, body, *params])
+            return tuple(cursor.fetchone())
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_head_upsert_sql(), [tenant_id, body, body])
+        seq, prev, link = cursor.fetchone()
+        cursor.execute(sql, [*params, seq, prev, link])
+    return seq, prev, link
+
+
+# -- verification ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChainReport:
+    """The result of verifying one tenant's chain.
+
+    ok: every link holds and the head matches the last row. rows: events checked. head_seq /
+    head_hash: the tenant's head (what to anchor outside the database). problem: the first fault,
+    naming the row (chain_seq and id), or "" when ok.
+    """
+
+    tenant_slug: str
+    ok: bool
+    rows: int
+    head_seq: int
+    head_hash: str
+    problem: str = ""
+
+
+def _rows(tenant_id: int) -> Iterator[dict[str, Any]]:
+    from audit.models import AuditEvent
+
+    names = [f.attname for f in AuditEvent._meta.concrete_fields]
+    # Chained rows by chain_seq; rows without one (written around the chain) come last.
+    query = AuditEvent.objects.filter(tenant_id=tenant_id).order_by("chain_seq", "id").values(*names)
+    yield from query.iterator(chunk_size=2000)
+
+
+def verify_tenant(tenant) -> ChainReport:
+    """Recompute the chain of `tenant` (a Tenant) from its first event; stop at the first fault.
+
+    Faults, in the order they are checked for each row: a row without a chain position (inserted
+    around the chain), a gap in chain_seq (rows deleted), a prev_hash that is not the previous row's
+    hash (rows reordered or inserted), a hash that does not match the row's content (row edited);
+    after the last row, a head ahead of it (the newest rows deleted). Returns a ChainReport.
+    """
+    from audit.models import AuditChainHead
+
+    head = AuditChainHead.objects.filter(tenant_id=tenant.pk).values("seq", "hash").first() or {"seq": 0, "hash": ""}
+    expected_seq, prev_hash, count = 1, "", 0
+
+    def report(problem: str = "") -> ChainReport:
+        return ChainReport(tenant.slug, not problem, count, head["seq"], head["hash"], problem)
+
+    for row in _rows(tenant.pk):
+        seq, name = row["chain_seq"], f"row id={row['id']}"
+        if seq is None:
+            return report(f"{name} has no chain position: it was inserted around the chain")
+        name = f"row chain_seq={seq} id={row['id']}"
+        if seq != expected_seq:
+            if seq > expected_seq:
+                return report(f"missing row(s) chain_seq={expected_seq}..{seq - 1} before {name}: deleted")
+            return report(f"{name} repeats a chain position: inserted or reordered")
+        if row["prev_hash"] != prev_hash:
+            return report(f"{name} does not link to chain_seq={seq - 1}: rows reordered, replaced or inserted")
+        if link_hash(prev_hash, seq, body_digest(row)) != row["row_hash"]:
+            return report(f"{name} does not match its hash: the row was edited")
+        prev_hash, expected_seq, count = row["row_hash"], seq + 1, count + 1
+    if head["seq"] != count or head["hash"] != prev_hash:
+        return report(f"the chain head is at chain_seq={head['seq']} but the last row is chain_seq={count}: "
+                      f"the newest row(s) were deleted or the head was altered")
+    return report()
