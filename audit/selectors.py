@@ -7,6 +7,9 @@ from django.db.models import QuerySet
 
 from audit.models import AuditEvent
 
+# The decision of a control-plane change (issue 9, item 5: written by agentplatform.controlplane).
+CONTROL_CHANGE = "CONTROL_CHANGE"
+
 
 def audit_events_for(
     *,
@@ -17,12 +20,16 @@ def audit_events_for(
     decision: str | None = None,
     occurred_from: datetime.datetime | None = None,
     occurred_to: datetime.datetime | None = None,
+    kind: str | None = None,
+    object_type: str | None = None,
 ) -> QuerySet[AuditEvent]:
     """The audit events of one tenant, filtered, oldest first (ordered by occurred_at, id).
 
     tool: exact tool name. username: the actor's username. status: the result code (exact).
     decision: an AuditEvent.Decision value. occurred_from (inclusive) / occurred_to (exclusive):
-    aware datetimes. A reader without a tenant (tenant_id None) gets nothing.
+    aware datetimes. kind: "control" (control-plane changes, decision CONTROL_CHANGE) or "tool"
+    (every other event). object_type: the control-plane object's type (masked_arguments.object.type).
+    A reader without a tenant (tenant_id None) gets nothing.
     """
     if tenant_id is None:
         return AuditEvent.objects.none()
@@ -35,6 +42,12 @@ def audit_events_for(
         rows = rows.filter(status=status)
     if decision:
         rows = rows.filter(decision=decision)
+    if kind == "control":
+        rows = rows.filter(decision=CONTROL_CHANGE)
+    elif kind == "tool":
+        rows = rows.exclude(decision=CONTROL_CHANGE)
+    if object_type:
+        rows = rows.filter(decision=CONTROL_CHANGE, masked_arguments__object__type=object_type)
     if occurred_from is not None:
         rows = rows.filter(occurred_at__gte=occurred_from)
     if occurred_to is not None:

@@ -5,13 +5,13 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from agentplatform import clock
 from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.pagination import UniqueKeyCursorPagination
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
 from agentplatform.api.schema import COMMON, errors
 from audit.models import AuditEvent
@@ -29,10 +29,12 @@ class CanReadAudit(BasePermission):
         return bool(request.user.has_perm(EXPORT_PERMISSION))
 
 
-class AuditCursorPagination(CursorPagination):
-    """Newest first; `?cursor=` from `next`/`previous`; `?page_size=` up to 500."""
+class AuditCursorPagination(UniqueKeyCursorPagination):
+    """Newest first by the tenant's chain position (unique per tenant; the list is always one
+    tenant's); `?cursor=` from `next`/`previous`; `?page_size=` up to 500."""
 
-    ordering = ("-occurred_at", "-id")
+    ordering = ("-chain_seq",)
+    unique_within = "tenant"
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
@@ -77,6 +79,12 @@ class AuditEventListApi(ApiView):
         user = StrictCharField(required=False, max_length=150, help_text="Actor's username.")
         status = StrictCharField(required=False, max_length=64, help_text="Result code, e.g. CONFIRMATION_REQUIRED.")
         decision = serializers.ChoiceField(required=False, choices=AuditEvent.Decision.choices)
+        kind = serializers.ChoiceField(required=False, choices=[("control", "control"), ("tool", "tool")],
+                                       help_text="control: control-plane changes (decision CONTROL_CHANGE: "
+                                                 "whitelist, overrides, grants, members, roles, API keys); "
+                                                 "tool: every other event.")
+        object_type = StrictCharField(required=False, max_length=64,
+                                      help_text="Control-plane object type (masked_arguments.object.type).")
         from_ = serializers.DateTimeField(required=False, help_text="Occurred at or after (ISO 8601).")
         to = serializers.DateTimeField(required=False, help_text="Occurred before (ISO 8601).")
 
@@ -109,7 +117,8 @@ class AuditEventListApi(ApiView):
         f = filters.validated_data
         rows = audit_events_for(tenant_id=request.user.tenant_id, tool=f.get("tool"), username=f.get("user"),
                                 status=f.get("status"), decision=f.get("decision"),
-                                occurred_from=f.get("from"), occurred_to=f.get("to"))
+                                occurred_from=f.get("from"), occurred_to=f.get("to"), kind=f.get("kind"),
+                                object_type=f.get("object_type"))
         export = request.accepted_renderer.format
         if export in ("jsonl", "csv"):
             lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
