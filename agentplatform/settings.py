@@ -12,14 +12,39 @@ from pathlib import Path
 
 import dj_database_url
 
+from agentplatform import deploy
 from agentplatform.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-secret-key-change-me-in-production-0123456789")
+# --- Deployment safety (agentplatform/deploy.py; docs/operations.md, "Production") ---------------
+# DEPLOY_ENV=production: SECRET_KEY and ALLOWED_HOSTS must come from the environment, HTTPS only.
+# Otherwise (the embedded default) a random key is generated once per checkout into SECRET_KEY_FILE.
+DEPLOY_ENV = env_str("DEPLOY_ENV", "development")
+PRODUCTION = DEPLOY_ENV == "production"
+SECRET_KEY = deploy.secret_key(production=PRODUCTION,
+                               key_file=Path(env_str("SECRET_KEY_FILE", str(BASE_DIR / ".secret_key"))))
 DEBUG = env_bool("DEBUG", False)
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
+if PRODUCTION and DEBUG:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("DEBUG=true is refused with DEPLOY_ENV=production")
+ALLOWED_HOSTS = deploy.require_hosts(
+    env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["localhost", "127.0.0.1", "testserver"]), production=PRODUCTION)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO
+if env_str("SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (env_str("SECURE_PROXY_SSL_HEADER"), "https")
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# The OpenAPI schema and Swagger UI: public (default) or signed-in users only.
+API_DOCS_REQUIRE_LOGIN = env_bool("API_DOCS_REQUIRE_LOGIN", PRODUCTION)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -28,6 +53,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "csp",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -62,7 +88,27 @@ MIDDLEWARE = [
     "agentplatform.runtime.settle.SettleOnReadMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
+
+# Content-Security-Policy (django-csp): scripts, styles, fonts and images only from this origin
+# (static files, Swagger UI from drf-spectacular-sidecar); no inline script, no eval, no framing.
+from csp.constants import NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 ROOT_URLCONF = "agentplatform.urls"
 TEMPLATES = [

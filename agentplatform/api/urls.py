@@ -1,8 +1,10 @@
 """URLs under /api/: the v1 endpoints, the OpenAPI schema, Swagger UI, and a 404 with the error
 body for anything else (including ids that are not UUIDs)."""
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from agentplatform.api.base import ApiView
+from agentplatform.api.docs_access import DocsPermission
 from agentplatform.api.errors import api_not_found
 from agentplatform.api.views.approvals import ApprovalApproveApi, ApprovalListApi, ApprovalRejectApi
 from agentplatform.api.views.audit import AuditEventListApi
@@ -31,9 +33,13 @@ v1 = [
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
 ]
 
+# The same authentication as the API (an anonymous client gets 401), and API_DOCS_REQUIRE_LOGIN.
+DOCS_ACCESS = {"authentication_classes": ApiView.authentication_classes, "permission_classes": [DocsPermission]}
+
 urlpatterns = [
     path("v1/", include(v1)),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("schema/", SpectacularAPIView.as_view(**DOCS_ACCESS), name="schema"),
+    # The split view serves Swagger UI's start-up script as a file: no inline script (CSP script-src 'self').
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema", **DOCS_ACCESS), name="docs"),
     re_path(r"^", api_not_found),
 ]
