@@ -168,7 +168,9 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Every log line goes through the same masking as every other exit (agentplatform.redaction).
+    "filters": {"mask": {"()": "agentplatform.redaction.MaskingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }
 

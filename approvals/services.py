@@ -19,6 +19,7 @@ from django.db import models, transaction
 from agentplatform import clock, correlation
 from agentplatform.db import update_row
 from agentplatform.errors import DomainError
+from agentplatform.redaction import mask_text
 from approvals.errors import (
     ApprovalForbidden,
     ConfirmationAlreadyDecided,
@@ -157,12 +158,12 @@ def confirmation_create(
         arguments=arguments,
         masked_arguments=masked_arguments,
         arguments_hash=arguments_hash,
-        summary=summary[:500],
+        summary=mask_text(summary)[:500],
         risk=risk,
         policy=policy,
         quorum=quorum,
         token_hash=digest,
-        context_excerpt=context_excerpt[:2000],
+        context_excerpt=mask_text(context_excerpt)[:2000],
         expires_at=clock.now() + datetime.timedelta(seconds=ttl_seconds),
         idempotency_key=idempotency_key[:128],
         business_object=business_object[:200],
@@ -250,6 +251,7 @@ def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
 
 @transaction.atomic(durable=True)
 def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> ConfirmationRequest:
+    comment = mask_text(comment)  # stored, shown to the requester and the model, audited
     if actor.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation request")
     request = (

@@ -31,6 +31,7 @@ import datetime
 import hashlib
 import json
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -145,7 +146,8 @@ def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
         with connection.cursor() as cursor:
             cursor.execute(sql + " RETURNING chain_seq, prev_hash, row_hash", [tenant_id, body, body, *params])
             return tuple(cursor.fetchone())
-    with transaction.atomic(), connection.cursor() as cursor:
+    # Two statements: one transaction (the caller's, without a savepoint, or one of their own).
+    with (nullcontext() if connection.in_atomic_block else transaction.atomic()), connection.cursor() as cursor:
         cursor.execute(_head_upsert_sql(), [tenant_id, body, body])
         seq, prev, link = cursor.fetchone()
         cursor.execute(sql, [*params, seq, prev, link])

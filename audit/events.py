@@ -11,6 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentplatform.redaction import mask_json, mask_text
 from audit import metrics
 from audit.chain import CHAIN_FIELDS, insert_chained
 from audit.models import AuditEvent
@@ -38,7 +39,8 @@ def record(
 ) -> AuditEvent:
     """Append one AuditEvent and count it in the metrics.
 
-    `masked_arguments` must already be masked (tools.masking); a raw token must never be
+    `masked_arguments` must already be masked (tools.masking); every string in it and `message`
+    go through agentplatform.redaction once more (free text: cards, ids, phones, tokens); a raw token must never be
     passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
     callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
     The row is written by `audit.chain.insert_chained` (on PostgreSQL one statement that also
@@ -57,12 +59,12 @@ def record(
         run_id=run_id,
         tool_call_id=tool_call_id[:128],
         arguments_hash=arguments_hash,
-        masked_arguments=masked_arguments,
+        masked_arguments=mask_json(masked_arguments),
         confirmation_id=confirmation_id,
         idempotency_key=idempotency_key,
         business_result_id=business_result_id[:128],
         duration_ms=duration_ms,
-        message=message[:500],
+        message=mask_text(message)[:500],
     )
     event.occurred_at = timezone.now()  # what auto_now_add would set
     event.chain_seq, event.prev_hash, event.row_hash = insert_chained(

@@ -4,10 +4,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentplatform.redaction import mask_text
+
 SECRET_KEYS = re.compile(r"(token|secret|password|api[_-]?key|authorization|card|cvv|id_?number)", re.I)
 PHONE_KEYS = re.compile(r"phone|mobile|tel", re.I)
 ADDRESS_KEYS = re.compile(r"address|addr", re.I)
-LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")
+LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")  # kept for callers; mask_text covers it
 
 
 def mask_phone(value: str) -> str:
@@ -38,7 +40,8 @@ def mask_value(key: str, value: Any) -> Any:
         return mask_phone(value)
     if ADDRESS_KEYS.search(key):
         return mask_address(value)
-    return LONG_DIGITS.sub(lambda m: m.group(0)[:4] + "****" + m.group(0)[-4:], value)
+    # Free text under any other key: cards, national ids, phones and tokens wherever they appear.
+    return mask_text(value)
 
 
 def mask_mapping(data: dict[str, Any]) -> dict[str, Any]:

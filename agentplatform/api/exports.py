@@ -15,6 +15,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q, QuerySet
 from rest_framework.renderers import BaseRenderer
 
+from agentplatform.redaction import mask_json, mask_text
 from audit.models import AuditEvent
 
 EXPORT_BATCH = 500
@@ -52,10 +53,10 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
         "request_id": event.request_id,
         "conversation_id": str(event.conversation_id) if event.conversation_id else None,
         "run_id": str(event.run_id) if event.run_id else None, "tool_call_id": event.tool_call_id,
-        "arguments_hash": event.arguments_hash, "masked_arguments": event.masked_arguments,
+        "arguments_hash": event.arguments_hash, "masked_arguments": mask_json(event.masked_arguments),
         "confirmation_id": str(event.confirmation_id) if event.confirmation_id else None,
         "idempotency_key": event.idempotency_key, "business_result_id": event.business_result_id,
-        "duration_ms": event.duration_ms, "message": event.message,
+        "duration_ms": event.duration_ms, "message": mask_text(event.message),
     }
 
 

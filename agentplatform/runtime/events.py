@@ -9,6 +9,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentplatform.db import insert_row
+from agentplatform.redaction import mask_json, mask_text, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
 # Streamed model text is stored in MODEL_TEXT events of what arrived in the last 50 ms (and at
@@ -50,14 +51,18 @@ class EventRecorder:
         the last stored event (or 4,000 characters are waiting), and by `flush_text` at the end."""
         self._text += delta
         if _monotonic() - self._stored_at >= MODEL_TEXT_FLUSH_SECONDS or len(self._text) >= MODEL_TEXT_MAX_CHARS:
-            self.flush_text()
+            self.flush_text(final=len(self._text) >= MODEL_TEXT_MAX_CHARS)
 
-    def flush_text(self) -> None:
+    def flush_text(self, *, final: bool = True) -> None:
+        """Store the buffered text. Not final (a timed flush): a tail that may be the start of a
+        number or token cut by streaming waits for the next delta, so masking sees it whole."""
         if self._text:
-            text, self._text = self._text, ""
-            self._store(RunEvent.Type.MODEL_TEXT, {"text": text})
+            text, self._text = (self._text, "") if final else split_open_tail(self._text)
+            if text:
+                self._store(RunEvent.Type.MODEL_TEXT, {"text": text})
 
     def _store(self, type_: str, payload: dict[str, Any]) -> RunEvent:
+        payload = mask_json(payload)  # every run event leaves the platform (SSE, API): DESIGN section 8
         self.seq += 1
         event = RunEvent(run=self.run, seq=self.seq, type=type_, payload=payload, created_at=timezone.now())
         for attempt in range(3):

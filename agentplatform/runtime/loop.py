@@ -32,6 +32,7 @@ from approvals.models import ConfirmationRequest
 from audit import events as audit
 from audit import metrics
 from tools.context import FenceLost, ToolContext
+from agentplatform.redaction import mask_text
 from tools.masking import mask_value
 from tools.manager import PendingConfirmation, ToolCallingManager, parse_tool_calls
 from tools.results import ToolResult
@@ -405,6 +406,10 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
 
 
 def _append(run: Run, message: dict[str, Any]) -> None:
+    if isinstance(message.get("content"), str):
+        # Kept in the run's memory (sent to the model again) and stored: masked. Tool-call arguments
+        # stay as proposed: the pipeline hashes them against the confirmation's binding.
+        message = {**message, "content": mask_text(message["content"])}
     run.state.setdefault("messages", []).append(message)
     if message["role"] in ("assistant", "tool"):
         _message_insert(run, role=message["role"], content=message.get("content") or "",
@@ -415,6 +420,7 @@ def _append(run: Run, message: dict[str, Any]) -> None:
 def _message_insert(run: Run, *, role: str, content: str, in_memory: bool, tool_calls: Any = None,
                     tool_call_id: str = "") -> None:
     """Store one Message of the run (a single INSERT; the loop writes one per model turn and tool)."""
+    content = mask_text(content)  # what the model wrote is shown to people and kept (DESIGN section 8)
     insert_row(Message, {"conversation_id": run.conversation_id, "run_id": run.pk, "role": role, "content": content,
                          "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory})
 
@@ -423,6 +429,7 @@ def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str 
             waiting: list | None = None) -> RunOutcome:
     if waiting:  # issue 10 item 11: an answer never claims a waiting action happened unopposed
         answer = llm_pending.qualify_answer(answer, llm_pending.waiting_calls(conversation_id=run.conversation_id))
+    answer = mask_text(answer)  # the answer is stored on the run, shown and returned (DESIGN section 8)
     recorder.emit(RunEvent.Type.FINAL_TEXT, {"text": answer})
     _message_insert(run, role="assistant", content=answer, in_memory=True)
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from agentplatform import clock
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
+from agentplatform.redaction import mask_text
 from agentplatform.runtime import loop
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.loop import RunOutcome
@@ -30,7 +31,9 @@ def conversation_create(*, user, title: str = "") -> Conversation:
     """Create a conversation for `user` in their tenant. Raises PermissionDenied without a tenant."""
     if user.tenant_id is None:
         raise PermissionDenied("a user without a tenant cannot chat")
-    return Conversation.objects.create(tenant_id=user.tenant_id, user=user, title=title[:200])
+    # User text is stored masked: a token or card number pasted as the first message must not
+    # become the title (issue 9, item 10).
+    return Conversation.objects.create(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:200])
 
 
 def chat_send(
@@ -64,7 +67,7 @@ def chat_send(
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     try:
-        return loop.run_start(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
+        return loop.run_start(user=user, message=mask_text(message.strip()), conversation=conversation,
                               request_id=request_id, listener=listener)
     except loop.RunClaimLost as lost:
         return _as_it_stands(user=user, run_id=lost.run_id)
