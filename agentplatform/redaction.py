@@ -5,7 +5,7 @@ What is masked, wherever it appears in a string (not only under a telling key):
 
 | what | shape recognised | becomes |
 | --- | --- | --- |
-| confirmation token | `ct_` + 16 or more URL-safe characters | `[redacted token]` |
+| confirmation token, API key | `ct_` + 16 or more URL-safe characters; `ap_` + 32 or more hex digits | `[redacted token]` |
 | payment card | 13-19 digits, optionally grouped by single spaces or dashes | first 4 + `****` + last 4 digits |
 | national id (PRC resident id) | 17 digits + a digit or X | first 4 + `****` + last 4 |
 | US social security number | `123-45-6789` | `***-**-6789` |
@@ -21,7 +21,7 @@ import logging
 import re
 from typing import Any
 
-TOKEN = re.compile(r"\bct_[A-Za-z0-9_\-]{16,}")
+TOKEN = re.compile(r"\b(?:ct_[A-Za-z0-9_\-]{16,}|ap_[0-9a-f]{32,})")
 _EDGE_BEFORE = r"(?<![\w\-+])"
 _EDGE_AFTER = r"(?![\w])"
 NATIONAL_ID = re.compile(_EDGE_BEFORE + r"\d{17}[\dXx]" + _EDGE_AFTER)

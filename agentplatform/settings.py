@@ -55,7 +55,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "csp",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API keys: digest only, shown once, expiry (agentplatform.api.models.ApiKey)
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served by the project (no CDN)
     "guardian",
@@ -178,7 +178,7 @@ LOGGING = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "agentplatform.api.auth.ApiKeyAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -200,6 +200,20 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "agentplatform.runtime.models.Run.Status",
         "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",
     },
+}
+# API keys (django-rest-knox, token model agentplatform.api.models.ApiKey): `Authorization: Token <key>`.
+# Keys start with "ap_" (secret scanners and our own redaction recognise them), are stored as
+# SHA-512 digests, expire after API_KEY_TTL_DAYS (0 = never) unless the issuer asks for less.
+KNOX_TOKEN_MODEL = "api.ApiKey"
+API_KEY_TTL_DAYS = env_int("API_KEY_TTL_DAYS", 90)
+API_KEY_MAX_TTL_DAYS = env_int("API_KEY_MAX_TTL_DAYS", 365)
+API_KEY_ALLOW_NO_EXPIRY = env_bool("API_KEY_ALLOW_NO_EXPIRY", False)
+API_KEY_LAST_USED_RESOLUTION_SECONDS = env_int("API_KEY_LAST_USED_RESOLUTION_SECONDS", 60)
+REST_KNOX = {
+    "TOKEN_TTL": None,  # each key carries its own expiry (agentplatform.api.services.api_key_issue)
+    "TOKEN_PREFIX": "ap_",
+    "AUTH_HEADER_PREFIX": "Token",
+    "AUTO_REFRESH": False,
 }
 # HTTP Idempotency-Key on POST /api/v1/chat/ (IETF httpapi draft): records live 24 h; a claim left
 # PROCESSING by a crashed request may be taken over after the lease.

@@ -1,10 +1,9 @@
-"""Admin of the API app: the HTTP Idempotency-Key records (read-only) and API tokens, both
-scoped by tenant (docs/roles.md)."""
+"""Admin of the API app: the HTTP Idempotency-Key records (read-only) and API keys, both scoped by
+tenant (docs/roles.md)."""
 from django.contrib import admin
-from rest_framework.authtoken.admin import TokenAdmin
-from rest_framework.authtoken.models import TokenProxy
 
-from agentplatform.api.models import HttpIdempotencyKey
+from agentplatform.api.models import ApiKey, HttpIdempotencyKey
+from agentplatform.api.services import api_key_revoke
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 
 
@@ -28,25 +27,44 @@ class HttpIdempotencyKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         return False
 
 
-admin.site.unregister(TokenProxy)
+@admin.register(ApiKey)
+class ApiKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    """API keys (django-rest-knox): name, prefix, owner, expiry, last use; nothing secret is stored
+    to show. A tenant administrator sees and revokes only their tenant's members' keys (never a
+    superuser's); another tenant's key answers 404. Deleting revokes through the audited service;
+    keys are issued by the users' "Issue API token" action, the API or `manage.py issue_api_token`
+    (the key is shown once there)."""
 
-
-@admin.register(TokenProxy)
-class ScopedTokenAdmin(TenantScopedAdminMixin, TokenAdmin):
-    """API tokens: who has one and since when; never the key (it is shown once, when issued with
-    the users' "Issue API token" action). Deleting a row revokes the token. A tenant administrator
-    sees and revokes only their tenant's members' tokens (never a superuser's)."""
-
-    list_display = ("user", "created")
+    list_display = ("name", "token_key", "user", "created", "expiry", "last_used_at")
+    search_fields = ("name", "token_key", "user__username")
+    ordering = ("-created",)
     tenant_path = "user__tenant_id"
     tenant_admin_can = frozenset({"view", "delete"})
+    actions = ["revoke_selected"]
 
     def get_queryset(self, request):
-        qs = super().get_queryset(request)
+        qs = super().get_queryset(request).select_related("user")
         return qs.filter(user__is_superuser=False) if self.role(request) == "tenant_administrator" else qs
 
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # a queryset delete would skip the audit
+        return actions
+
     def has_add_permission(self, request) -> bool:
-        return False  # issue with the users' action, which shows the key once
+        return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def delete_model(self, request, obj) -> None:
+        api_key_revoke(public_id=obj.public_id, actor=request.user)
+
+    @admin.action(description="Revoke selected API keys", permissions=["delete"])
+    def revoke_selected(self, request, queryset) -> None:
+        for public_id in queryset.values_list("public_id", flat=True):
+            api_key_revoke(public_id=public_id, actor=request.user)
+        self.message_user(request, "Revoked.")

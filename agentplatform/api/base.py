@@ -9,13 +9,15 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from rest_framework import serializers
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ParseError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+
+from agentplatform.api.auth import ApiKeyAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -51,7 +53,7 @@ class ApiView(APIView):
     `WWW-Authenticate: Token`; the session (with CSRF, enforced by DRF) serves the pages.
     """
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [ApiKeyAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]

@@ -2,8 +2,11 @@
 Field" draft): one row per (tenant, user, key), claimed by its INSERT."""
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
+from knox.models import AbstractAuthToken
 
 
 class HttpIdempotencyKey(models.Model):
@@ -40,3 +43,25 @@ class HttpIdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}:{self.key[:24]} {self.status}"
+
+
+class ApiKey(AbstractAuthToken):
+    """An API key of one user (django-rest-knox's token model, swapped in by KNOX_TOKEN_MODEL).
+
+    Only the SHA-512 digest (`digest`, the primary key) and the first 15 characters (`token_key`,
+    knox's lookup prefix, also shown to owners to tell keys apart) are stored; the key itself is
+    shown once, when issued. `expiry` None = never expires (API_KEY_TTL_DAYS = 0). Revoking deletes
+    the row (audited). `public_id` names the key in the API and the admin without its digest.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=100)
+    last_used_at = models.DateTimeField(null=True, blank=True,
+                                        help_text="Updated at most once a minute (API_KEY_LAST_USED_RESOLUTION_SECONDS).")
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.token_key}…)"

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from agentplatform.api.base import ApiView
 from agentplatform.api.docs_access import DocsPermission
 from agentplatform.api.errors import api_not_found
+from agentplatform.api.views.api_keys import ApiKeyListCreateApi, ApiKeyRevokeApi
 from agentplatform.api.views.approvals import ApprovalApproveApi, ApprovalListApi, ApprovalRejectApi
 from agentplatform.api.views.audit import AuditEventListApi
 from agentplatform.api.views.chat import ChatApi
@@ -31,6 +32,8 @@ v1 = [
     path("approvals/<uuid:request_id>/approve/", ApprovalApproveApi.as_view(), name="approval-approve"),
     path("approvals/<uuid:request_id>/reject/", ApprovalRejectApi.as_view(), name="approval-reject"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
+    path("api-keys/", ApiKeyListCreateApi.as_view(), name="api-keys"),
+    path("api-keys/<uuid:key_id>/", ApiKeyRevokeApi.as_view(), name="api-key"),
 ]
 
 # The same authentication as the API (an anonymous client gets 401), and API_DOCS_REQUIRE_LOGIN.

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils.crypto import get_random_string
-from rest_framework.authtoken.models import Token
+from agentplatform.api.models import ApiKey
 from rest_framework.test import APIClient
 
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
@@ -122,14 +122,16 @@ def test_issue_api_token_prints_a_working_token_and_rotates(api, requester):
     out = io.StringIO()
     call_command("issue_api_token", "--user", requester.username, stdout=out)
     key = out.getvalue().strip()
-    assert key == Token.objects.get(user=requester).key
+    assert key.startswith("ap_") and not ApiKey.objects.filter(token_key=key).exists()  # digest only
+    assert ApiKey.objects.get(user=requester, name="issued by manage.py").token_key == key[:15]
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get("/api/v1/tools/").status_code == 200
 
     again = io.StringIO()
     call_command("issue_api_token", "--user", requester.username, stdout=again)
-    assert again.getvalue().strip() == key  # stable until rotated
+    assert again.getvalue().strip() != key  # a new key each time (the old one is never shown again)
+    assert client.get("/api/v1/tools/").status_code == 200  # ... and the first one keeps working
 
     rotated = io.StringIO()
     call_command("issue_api_token", "--user", requester.username, "--rotate", stdout=rotated)
@@ -144,7 +146,7 @@ def test_issue_api_token_refuses_unknown_and_inactive_users(requester):
     requester.save(update_fields=["is_active"])
     with pytest.raises(CommandError, match="inactive"):
         call_command("issue_api_token", "--user", requester.username, stdout=io.StringIO())
-    assert not Token.objects.filter(user=requester).exists()
+    assert not ApiKey.objects.filter(user=requester).exists()
 
 
 def test_deeply_nested_json_is_a_malformed_json_error_not_a_500(requester):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
+from agentplatform.api.models import ApiKey
+from agentplatform.api.services import api_token_issue
 
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Conversation, Run, RunEvent
@@ -154,12 +155,15 @@ def test_guardian_screens_grant_use_tool_to_a_user_and_show_group_grants(client,
 
 def test_issue_api_token_action_rotates_and_shows_the_key(client, acme_admin, requester):
     client.force_login(acme_admin)
-    old = Token.objects.create(user=requester).key
+    old = api_token_issue(user=requester)
 
     response = client.post(_url(User, "changelist"), {"action": "issue_api_token", "_selected_action": [requester.pk]})
 
     assert response.status_code == 200
-    new = Token.objects.get(user=requester).key
+    [stored] = ApiKey.objects.filter(user=requester)
+    import re
+    new = re.search(r'data-testid="api-token">([^<]+)<', response.content.decode()).group(1)
+    assert new.startswith(stored.token_key)
     assert new != old
     assert new in response.content.decode() and old not in response.content.decode()
     api = client.__class__()

@@ -1,0 +1,26 @@
+"""API key authentication: django-rest-knox's digest-only tokens, plus when each key was last used."""
+from __future__ import annotations
+
+import datetime
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+from knox.auth import TokenAuthentication
+
+
+class ApiKeyAuthentication(TokenAuthentication):
+    """`Authorization: Token <key>` against ApiKey digests (knox: constant-time compare, expired
+    keys deleted on sight). A successful use stamps `last_used_at`, with one conditional UPDATE at
+    most every API_KEY_LAST_USED_RESOLUTION_SECONDS per key, so a busy client costs no write per
+    request. Raises AuthenticationFailed (401) for an unknown, expired or revoked key."""
+
+    def validate_user(self, auth_token):
+        user, key = super().validate_user(auth_token)
+        now = timezone.now()
+        stale = now - datetime.timedelta(seconds=settings.API_KEY_LAST_USED_RESOLUTION_SECONDS)
+        if key.last_used_at is None or key.last_used_at < stale:
+            type(key).objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale),
+                                     pk=key.pk).update(last_used_at=now)
+            key.last_used_at = now
+        return user, key

@@ -1,0 +1,79 @@
+"""API keys: GET/POST /api/v1/api-keys/ and DELETE /api/v1/api-keys/{id}/ (issue 9, item 7)."""
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
+from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.selectors import api_keys_for
+from agentplatform.api.services import api_key_issue, api_key_revoke
+from agentplatform.errors import NotFound
+
+
+@extend_schema_serializer(component_name="ApiKey")
+class ApiKeySerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id")
+    name = serializers.CharField()
+    prefix = serializers.CharField(source="token_key", help_text="The key's first characters, to tell keys apart.")
+    owner = serializers.CharField(source="user.username")
+    created_at = serializers.DateTimeField(source="created")
+    expires_at = serializers.DateTimeField(source="expiry", allow_null=True)
+    last_used_at = serializers.DateTimeField(allow_null=True)
+
+
+@extend_schema_serializer(component_name="ApiKeyIssued")
+class ApiKeyIssuedSerializer(ApiKeySerializer):
+    key = serializers.CharField(help_text="Shown once, now; only its digest is stored.")
+
+
+class ApiKeyListCreateApi(ApiView):
+    """My API keys (a tenant administrator: `?scope=tenant` for every member's), and issuing one."""
+
+    pagination_class = PagePagination
+
+    @extend_schema_serializer(component_name="ApiKeyCreate")
+    class InputSerializer(serializers.Serializer):
+        name = StrictCharField(max_length=100)
+        expires_in_days = serializers.IntegerField(required=False, min_value=0,
+                                                   help_text="Default API_KEY_TTL_DAYS; 0 = never, if allowed.")
+        user = StrictCharField(required=False, max_length=150,
+                               help_text="Tenant administrators: a member of their tenant (default: me).")
+
+    @extend_schema(operation_id="api_keys_list", tags=["api-keys"], summary="API keys I may see",
+                   parameters=[OpenApiParameter("scope", str, enum=["mine", "tenant"], required=False)],
+                   responses={200: ApiKeySerializer(many=True), **errors(*COMMON, 404)})
+    def get(self, request: Request) -> Response:
+        whole_tenant = request.query_params.get("scope") == "tenant"
+        return paginated_response(self, api_keys_for(user=request.user, whole_tenant=whole_tenant), ApiKeySerializer)
+
+    @extend_schema(operation_id="api_keys_create", tags=["api-keys"], summary="Issue an API key (shown once)",
+                   request=InputSerializer, responses={201: ApiKeyIssuedSerializer, **errors(*BODY, *COMMON, 404)})
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        owner = request.user
+        if data.get("user") and data["user"] != request.user.username:
+            owner = get_user_model().objects.filter(username=data["user"], tenant_id=request.user.tenant_id).first()
+            if owner is None or request.user.tenant_id is None:
+                raise NotFound("unknown user")
+        key, raw = api_key_issue(user=owner, name=data["name"], expires_in_days=data.get("expires_in_days"),
+                                 actor=request.user)
+        body = ApiKeySerializer(key).data | {"key": raw}
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
+
+
+class ApiKeyRevokeApi(ApiView):
+    """Revoke a key: its owner, a tenant administrator of the owner's tenant, a platform operator."""
+
+    @extend_schema(operation_id="api_keys_revoke", tags=["api-keys"], summary="Revoke an API key",
+                   responses={204: None, **errors(*COMMON, 404)})
+    def delete(self, request: Request, key_id: uuid.UUID) -> Response:
+        api_key_revoke(public_id=key_id, actor=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)

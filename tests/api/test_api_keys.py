@@ -1,0 +1,126 @@
+"""API keys (issue 9, item 7): django-rest-knox digests only, shown once, expiry, name, last use,
+revocation by the owner and their tenant administrator (another tenant: 404), audited, and the
+migration of DRF's clear-text tokens."""
+from __future__ import annotations
+
+import datetime
+import importlib
+import json
+from types import SimpleNamespace
+
+from django.apps import apps as django_apps
+from django.db import connection
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from agentplatform.api.models import ApiKey
+from agentplatform.api.services import api_key_issue
+from audit.models import AuditEvent
+from tests.api.conftest import assert_error
+
+
+def _with_key(raw: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
+    return client
+
+
+def _session(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_key_is_shown_once_and_only_its_digest_is_stored(requester):
+    response = _session(requester).post("/api/v1/api-keys/", {"name": "ci", "expires_in_days": 7}, format="json")
+
+    assert response.status_code == 201 and response["Cache-Control"] == "no-store"
+    body = response.json()
+    raw = body["key"]
+    assert raw.startswith("ap_") and body["name"] == "ci" and body["prefix"] == raw[:15]
+    stored = ApiKey.objects.get(public_id=body["id"])
+    assert raw not in json.dumps(list(ApiKey.objects.values()), default=str)
+    assert len(stored.digest) == 128 and stored.expiry - timezone.now() > datetime.timedelta(days=6, hours=23)
+    listed = _session(requester).get("/api/v1/api-keys/").json()["results"]
+    assert [k["name"] for k in listed] == ["ci"] and "key" not in listed[0]
+    assert _with_key(raw).get("/api/v1/tools/").status_code == 200
+    audit = AuditEvent.objects.get(decision="CONTROL_CHANGE", masked_arguments__object__type="api_key")
+    assert audit.status == "CREATED" and raw not in json.dumps(audit.masked_arguments)
+
+
+def test_last_used_is_recorded_at_most_once_a_minute(requester, settings):
+    key, raw = api_key_issue(user=requester, name="poller")
+    assert key.last_used_at is None
+    client = _with_key(raw)
+
+    client.get("/api/v1/tools/")
+    first = ApiKey.objects.get(pk=key.pk).last_used_at
+    client.get("/api/v1/tools/")
+
+    assert first is not None and ApiKey.objects.get(pk=key.pk).last_used_at == first
+    settings.API_KEY_LAST_USED_RESOLUTION_SECONDS = 0
+    client.get("/api/v1/tools/")
+    assert ApiKey.objects.get(pk=key.pk).last_used_at > first
+
+
+def test_an_expired_key_is_refused(requester):
+    key, raw = api_key_issue(user=requester, name="short", expires_in_days=1)
+    ApiKey.objects.filter(pk=key.pk).update(expiry=timezone.now() - datetime.timedelta(seconds=1))
+
+    assert_error(_with_key(raw).get("/api/v1/tools/"), 401, "AUTHENTICATION_FAILED")
+
+
+def test_keys_without_expiry_need_a_setting(requester, settings):
+    assert_error(_session(requester).post("/api/v1/api-keys/", {"name": "forever", "expires_in_days": 0},
+                                          format="json"), 400, "INVALID_ARGUMENTS")
+    settings.API_KEY_ALLOW_NO_EXPIRY = True
+    response = _session(requester).post("/api/v1/api-keys/", {"name": "forever", "expires_in_days": 0}, format="json")
+    assert response.status_code == 201 and response.json()["expires_at"] is None
+
+
+def test_the_owner_revokes_a_key(requester):
+    key, raw = api_key_issue(user=requester, name="laptop")
+
+    assert _session(requester).delete(f"/api/v1/api-keys/{key.public_id}/").status_code == 204
+
+    assert_error(_with_key(raw).get("/api/v1/tools/"), 401, "AUTHENTICATION_FAILED")
+    assert AuditEvent.objects.filter(decision="CONTROL_CHANGE", status="DELETED", actor=requester).exists()
+
+
+def test_the_tenant_administrator_revokes_a_member_key_but_not_another_tenants(requester, acme_admin, outsider):
+    acme_admin.is_staff, acme_admin.is_superuser = True, False
+    acme_admin.save()
+    mine, raw = api_key_issue(user=requester, name="member key")
+    theirs, their_raw = api_key_issue(user=outsider, name="globex key")
+
+    listed = _session(acme_admin).get("/api/v1/api-keys/?scope=tenant").json()["results"]
+    assert [k["name"] for k in listed] == ["member key"]
+    assert_error(_session(acme_admin).delete(f"/api/v1/api-keys/{theirs.public_id}/"), 404, "NOT_FOUND")
+    assert_error(_session(outsider).delete(f"/api/v1/api-keys/{mine.public_id}/"), 404, "NOT_FOUND")
+    assert_error(_session(requester).post("/api/v1/api-keys/", {"name": "x", "user": outsider.username},
+                                          format="json"), 404, "NOT_FOUND")
+    assert _session(acme_admin).delete(f"/api/v1/api-keys/{mine.public_id}/").status_code == 204
+
+    assert_error(_with_key(raw).get("/api/v1/tools/"), 401, "AUTHENTICATION_FAILED")
+    assert _with_key(their_raw).get("/api/v1/tools/").status_code == 200
+
+
+def test_a_member_cannot_issue_keys_for_another_member(requester, approver1):
+    response = _session(requester).post("/api/v1/api-keys/", {"name": "x", "user": approver1.username}, format="json")
+    assert_error(response, 403, "PERMISSION_DENIED")
+
+
+def test_drf_clear_text_tokens_are_migrated_to_digests(requester):
+    migration = importlib.import_module("agentplatform.api.migrations.0002_api_keys")
+    old = "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, user_id bigint, created timestamp)")
+        cursor.execute("INSERT INTO authtoken_token VALUES (%s, %s, %s)", [old, requester.pk, timezone.now()])
+
+    migration.migrate_drf_tokens(django_apps, SimpleNamespace(connection=connection))  # it only reads .connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM authtoken_token")
+        assert cursor.fetchone()[0] == 0
+    assert ApiKey.objects.get(user=requester).name == "migrated DRF token"
+    assert _with_key(old).get("/api/v1/tools/").status_code == 200
