@@ -6,6 +6,7 @@ import datetime
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication
 
 
@@ -24,3 +25,16 @@ class ApiKeyAuthentication(TokenAuthentication):
                                      pk=key.pk).update(last_used_at=now)
             key.last_used_at = now
         return user, key
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    """The OpenAPI security scheme of ApiKeyAuthentication: the same `tokenAuth` scheme drf-spectacular
+    gave DRF's TokenAuthentication before (clients and the schema keep their shape)."""
+
+    target_class = ApiKeyAuthentication
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "header", "name": "Authorization",
+                "description": 'API key: `Authorization: Token <key>` (issued once by POST /api/v1/api-keys/ '
+                               'or `manage.py issue_api_token`)'}

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings as hypothesis_setting
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.api.services import api_key_issue, api_token_issue
 from agentplatform.wsgi import application
 
 ENDPOINTS = {
@@ -24,6 +24,7 @@ ENDPOINTS = {
     ("/api/v1/confirmations/{confirmation_id}/token/", "post"), ("/api/v1/approvals/", "get"),
     ("/api/v1/approvals/{request_id}/approve/", "post"), ("/api/v1/approvals/{request_id}/reject/", "post"),
     ("/api/v1/audit-events/", "get"),
+    ("/api/v1/api-keys/", "get"), ("/api/v1/api-keys/", "post"), ("/api/v1/api-keys/{key_id}/", "delete"),
 }
 EXAMPLES_PER_OPERATION = 12  # per generation mode and id source; keeps the whole run well under a minute
 
@@ -92,6 +93,7 @@ def test_no_generated_request_gets_a_server_error(people, requester, cancel_pend
         "run_id": str(cancel_pending.run.pk),
         "confirmation_id": cancel_pending.pending[0].confirmation_id,
         "request_id": refund_pending.pending[0].confirmation_id,
+        "key_id": str(api_key_issue(user=requester, name="another key")[0].public_id),  # not the one in use
     }
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
     failures: list[str] = []
