@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served by the project (no CDN)
     "guardian",
+    "axes",  # failed sign-ins: lockout per username and per IP (AXES_* below)
     # bottom: tenancy and audit
     "agentplatform.tenancy",
     "audit",
@@ -89,6 +90,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 # Content-Security-Policy (django-csp): scripts, styles, fonts and images only from this origin
@@ -143,6 +145,8 @@ ATOMIC_REQUESTS = False
 
 AUTH_USER_MODEL = "tenancy.User"
 AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username or address before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -201,6 +205,33 @@ SPECTACULAR_SETTINGS = {
         "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",
     },
 }
+# Request rates per user (or client IP) and scope, DRF's "N/second|minute|hour|day"; empty = no
+# limit (agentplatform.api.throttling; docs/operations.md "Limits"). 429 THROTTLED + Retry-After.
+API_THROTTLE_RATES = {
+    "chat": env_str("API_THROTTLE_CHAT", "30/minute") or None,
+    "confirm": env_str("API_THROTTLE_CONFIRM", "20/minute") or None,
+    "approve": env_str("API_THROTTLE_APPROVE", "60/minute") or None,
+    "api_keys": env_str("API_THROTTLE_API_KEYS", "20/minute") or None,
+}
+# Refused decisions on unknown confirmation ids/tokens are audited as a sample, not one row each:
+# the 1st, 10th, 100th ... refusal of one user within this window (audit.events.record_sampled).
+AUDIT_REFUSAL_WINDOW_SECONDS = env_int("AUDIT_REFUSAL_WINDOW_SECONDS", 300)
+# The cache holds throttle counters and the refusal samples: local memory per process by default;
+# CACHE_URL=redis://host:6379/2 shares them between processes (Django's RedisCache).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env_str("CACHE_URL")}
+          if env_str("CACHE_URL") else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Failed sign-ins (django-axes): after LOGIN_FAILURE_LIMIT failures for one username, or from one
+# IP address, sign-in is refused for LOGIN_LOCKOUT_MINUTES (429 LOGIN_LOCKED_OUT + Retry-After);
+# attempts are recorded (admin: Axes). A successful sign-in resets the username's count.
+import datetime as _dt  # noqa: E402
+
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = _dt.timedelta(minutes=env_int("LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "agentplatform.web.lockout.lockout_response"
+
 # API keys (django-rest-knox, token model agentplatform.api.models.ApiKey): `Authorization: Token <key>`.
 # Keys start with "ap_" (secret scanners and our own redaction recognise them), are stored as
 # SHA-512 digests, expire after API_KEY_TTL_DAYS (0 = never) unless the issuer asks for less.

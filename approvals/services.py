@@ -103,8 +103,9 @@ def _audit_refusal(*, actor, error: DomainError, request_id: uuid.UUID | None = 
     if request is not None:
         _audit_request(request, decision="REFUSED", actor_id=actor.pk, status=error.code, message=error.message)
     elif actor.tenant_id is not None:
-        events.record(tenant_id=actor.tenant_id, actor_id=actor.pk, decision="REFUSED", status=error.code,
-                      message=error.message)
+        # An unknown id or token can be tried at will: sampled, not one row per attempt (item 8 of issue 9).
+        events.record_sampled(group=f"refused:{actor.tenant_id}:{actor.pk}:{error.code}", tenant_id=actor.tenant_id,
+                              actor_id=actor.pk, decision="REFUSED", status=error.code, message=error.message)
 
 
 def _settle(request: ConfirmationRequest) -> None:

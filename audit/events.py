@@ -72,3 +72,33 @@ def record(
     event._state.adding = False  # stored: a later save() is refused as for any read row
     metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-")
     return event
+
+
+def record_sampled(*, group: str, tenant_id: int, message: str, **fields: Any) -> AuditEvent | None:
+    """Record the 1st, 10th, 100th, ... event of `group` in the current AUDIT_REFUSAL_WINDOW_SECONDS
+    window, with the running count in the message; return the row written, or None.
+
+    For refusals an attacker can repeat at will (300 random confirmation tokens must not leave 300
+    rows, issue 9 item 8): the first attempt and the order of magnitude of the rest stay visible
+    (the signal), the trail does not grow with the attack. Counts live in the Django cache (per
+    process by default, so each process writes its own samples; shared with CACHE_URL).
+    group: what is counted together, e.g. "invalid-token:<tenant>:<user>". Other fields: record().
+    """
+    import math
+    import time
+
+    from django.conf import settings
+    from django.core.cache import cache
+
+    window = settings.AUDIT_REFUSAL_WINDOW_SECONDS
+    key = f"audit-sample:{group}:{int(time.time() // window)}"
+    cache.add(key, 0, timeout=window * 2)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # evicted between add and incr
+        cache.set(key, 1, timeout=window * 2)
+        count = 1
+    if count != 10 ** int(math.log10(count)):
+        return None
+    suffix = "" if count == 1 else f" ({count} such refusals in this {window}-second window)"
+    return record(tenant_id=tenant_id, message=(message[:450] + suffix), **fields)

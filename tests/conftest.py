@@ -55,6 +55,15 @@ def _flush_around_the_audit_truncate_trigger():
 
 
 @pytest.fixture(autouse=True)
+def _empty_cache():
+    """Throttle counters and audit samples live in the cache: every test starts from zero."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _offline_model(settings):
     """Every test talks to the offline model unless it points LLM_* at its own fake server."""
     settings.LLM_API_KEY = ""

@@ -33,9 +33,9 @@ def test_without_the_audit_permission_it_is_403(api, requester, approver1):
 def test_lists_my_tenants_events_newest_first(api, approver1, acme_admin, requester, outsider, cancel_pending):
     services.chat_send(user=outsider, message="Please cancel order A202607300001 because it is late")
     for reader in (auditor(approver1), acme_admin):
-        page = api(reader).get("/api/v1/audit-events/?page_size=500").json()
+        page = api(reader).get("/api/v1/audit-events/?kind=tool&page_size=500").json()  # (issuing API keys is audited too)
         rows = page["results"]
-        expected = AuditEvent.objects.filter(tenant=requester.tenant).count()
+        expected = AuditEvent.objects.filter(tenant=requester.tenant).exclude(decision="CONTROL_CHANGE").count()
         assert len(rows) == expected > 0
         # tool-call rows are the requester's; the seed's control-plane rows have no actor (docs/roles.md)
         assert {r["actor"] for r in rows if r["decision"] != "CONTROL_CHANGE"} == {requester.username}
@@ -74,7 +74,7 @@ def test_cursor_pagination_walks_every_event_once(api, approver1, requester):
         events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
                       tool_name="query_inventory", status="OK", message=f"row {i}")
     client = api(auditor(approver1))
-    seen, url = [], "/api/v1/audit-events/?page_size=3"
+    seen, url = [], "/api/v1/audit-events/?page_size=3&kind=tool"
     while url:
         page = client.get(url).json()
         seen += [r["message"] for r in page["results"] if r["decision"] != "CONTROL_CHANGE"]  # the seed's
@@ -113,6 +113,5 @@ def test_export_is_complete_beyond_one_batch(api, approver1, requester, monkeypa
     monkeypatch.setattr(exports, "EXPORT_BATCH", 4)
     for i in range(10):
         events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", message=f"m{i}")
-    lines = body_of(api(auditor(approver1)).get("/api/v1/audit-events/?format=jsonl")).splitlines()
-    rows = [json.loads(line) for line in lines]
-    assert [r["message"] for r in rows if r["decision"] != "CONTROL_CHANGE"] == [f"m{i}" for i in range(10)]
+    lines = body_of(api(auditor(approver1)).get("/api/v1/audit-events/?format=jsonl&kind=tool")).splitlines()
+    assert [json.loads(line)["message"] for line in lines] == [f"m{i}" for i in range(10)]

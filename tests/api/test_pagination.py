@@ -61,11 +61,11 @@ def _pages(client, url: str, direction: str) -> list[list[str]]:
 
 def test_23_events_sharing_one_occurred_at_page_forward_and_back_without_loss(api, approver1, requester, monkeypatch):
     # given: 23 events written at the same instant, and the other tenant's rows in between
+    client = api(auditor(approver1))  # (issuing its API key is audited too: before the frozen instant)
     instant = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
     monkeypatch.setattr(events.timezone, "now", lambda: instant)
     for i in range(23):
         events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", message=f"r{i:02d}")
-    client = api(auditor(approver1))
     url = f"/api/v1/audit-events/?to={(instant + datetime.timedelta(seconds=1)).isoformat().replace('+00:00', 'Z')}" \
           f"&from={instant.isoformat().replace('+00:00', 'Z')}&page_size=5"
 

@@ -13,6 +13,7 @@ from agentplatform.api.base import ApiView, PagePagination, StrictCharField, pag
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.selectors import api_keys_for
 from agentplatform.api.services import api_key_issue, api_key_revoke
+from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
 
 
@@ -34,6 +35,9 @@ class ApiKeyIssuedSerializer(ApiKeySerializer):
 
 class ApiKeyListCreateApi(ApiView):
     """My API keys (a tenant administrator: `?scope=tenant` for every member's), and issuing one."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "api_keys"
 
     pagination_class = PagePagination
 
@@ -71,6 +75,9 @@ class ApiKeyListCreateApi(ApiView):
 
 class ApiKeyRevokeApi(ApiView):
     """Revoke a key: its owner, a tenant administrator of the owner's tenant, a platform operator."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "api_keys"
 
     @extend_schema(operation_id="api_keys_revoke", tags=["api-keys"], summary="Revoke an API key",
                    responses={204: None, **errors(*COMMON, 404)})

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from agentplatform import clock
 from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
 from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
 from approvals import services as approvals
 from approvals.models import Approval, ConfirmationRequest
@@ -89,6 +90,9 @@ class ApprovalListApi(ApiView):
 class ApprovalApproveApi(ApiView):
     """Approve a request; at quorum it is CONFIRMED and the run resumes after the commit."""
 
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "approve"
+
     @extend_schema_serializer(component_name="ApproveInput")
     class InputSerializer(serializers.Serializer):
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
@@ -106,6 +110,9 @@ class ApprovalApproveApi(ApiView):
 
 class ApprovalRejectApi(ApiView):
     """Reject a request with a reason (required); the model is told a human refused it."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="RejectInput")
     class InputSerializer(serializers.Serializer):

@@ -22,6 +22,7 @@ from agentplatform.api.idempotency import (
     request_fingerprint,
 )
 from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import RETRYABLE_RUN_ERRORS, PermissionDenied
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run
@@ -94,6 +95,9 @@ class ChatApi(ApiView):
     call and resume its run instead (seed 002 section 25). A tool the model proposed that I may
     not use answers 403 PERMISSION_DENIED (the run is stored as FAILED).
     """
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "chat"
 
     @extend_schema_serializer(component_name="ChatRequest")
     class InputSerializer(serializers.Serializer):

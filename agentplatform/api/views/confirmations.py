@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.throttling import ApiScopeThrottle
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
@@ -54,6 +55,9 @@ class _TokenDecisionApi(ApiView):
     """A requester's decision on their own gated call, by token; subclasses set `decide`, the service
     `(token=, user=) -> ConfirmationRequest` to call."""
 
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "confirm"
+
     def post(self, request: Request) -> Response:
         serializer = TokenInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -86,6 +90,9 @@ class ConfirmationTokenApi(ApiView):
 
     For calls gated during a background resume, whose token never reached me.
     """
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "confirm"
 
     @extend_schema_serializer(component_name="ConfirmationToken")
     class OutputSerializer(serializers.Serializer):
