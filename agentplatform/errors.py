@@ -51,3 +51,16 @@ class Conflict(DomainError):
 # Run error codes that are worth retrying later (a provider outage or timeout): a chat request
 # whose run FAILED with one of them does not keep its Idempotency-Key (docs/decisions.md, item 13).
 RETRYABLE_RUN_ERRORS = frozenset({"MODEL_UNAVAILABLE", "MODEL_TIMEOUT", "MODEL_RATE_LIMITED"})
+
+
+class ModelQuotaExceeded(DomainError):
+    """The tenant used its model calls of the day (TENANT_MODEL_CALLS_PER_DAY, or the tenant's own
+    quota set in the admin); HTTP 429 with Retry-After = seconds until 00:00 UTC."""
+
+    code = "MODEL_QUOTA_EXCEEDED"
+    http_status = 429
+    retryable = True
+
+    def __init__(self, message: str = "", *, retry_after: int = 0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -335,6 +335,9 @@ AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
     "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
 )
 AGENT_RUN_LEASE_SECONDS = env_int("AGENT_RUN_LEASE_SECONDS", 300)
+# Model calls per tenant and UTC day (0 = no limit); a tenant's own quota is set in the admin
+# (Runtime > Tenant model quotas). Past it a run fails with MODEL_QUOTA_EXCEEDED (HTTP 429).
+TENANT_MODEL_CALLS_PER_DAY = env_int("TENANT_MODEL_CALLS_PER_DAY", 5000)
 # Settling without beat (agentplatform/runtime/settle.py): expire due requests before each read,
 # and sweep every WEB_SWEEP_SECONDS in the web process (0 = off).
 APPROVALS_SETTLE_ON_READ = env_bool("APPROVALS_SETTLE_ON_READ", True)

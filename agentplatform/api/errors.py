@@ -52,7 +52,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     Returns None for anything else (DRF then re-raises it: a 500 from Django).
     """
     if isinstance(exc, DomainError):
-        return Response(error_body(exc.code, exc.message, exc.retryable), status=exc.http_status)
+        retry_after = getattr(exc, "retry_after", None)  # limits (429) say when to come back
+        return Response(error_body(exc.code, exc.message, exc.retryable), status=exc.http_status,
+                        headers={"Retry-After": str(retry_after)} if retry_after else None)
     if isinstance(exc, ModelUnavailable):
         return Response(error_body(exc.code, "the model is unavailable; try again", True), status=503)
     if isinstance(exc, OperationalError):

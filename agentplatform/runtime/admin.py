@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from agentplatform.runtime.models import Conversation, Message, ModelCallCount, Run, RunEvent, TenantModelQuota
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 
@@ -58,3 +58,21 @@ class RunEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin
     list_filter = ("type",)
     search_fields = ("run__id",)
     list_select_related = ("run",)
+
+
+@admin.register(TenantModelQuota)
+class TenantModelQuotaAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    """A tenant's own daily budget of model calls, overriding TENANT_MODEL_CALLS_PER_DAY. Platform
+    operators set it; a tenant administrator reads their tenant's."""
+
+    list_display = ("tenant", "calls_per_day")
+    tenant_admin_can = frozenset({"view"})
+
+
+@admin.register(ModelCallCount)
+class ModelCallCountAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Model calls per tenant and UTC day (refused ones included)."""
+
+    list_display = ("tenant", "day", "calls")
+    list_filter = ("tenant",)
+    ordering = ("-day",)

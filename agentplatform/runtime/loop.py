@@ -23,6 +23,7 @@ from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
 from agentplatform.llm.types import ModelTurn
 from agentplatform.llm.window import complete_in_window
+from agentplatform.runtime import quota
 from agentplatform.runtime.eligibility import is_eligible
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
@@ -498,6 +499,7 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 # run, not once per run (one query): a grant revoked meanwhile takes effect now.
                 definitions, ctx = manager.resolve(ctx, refresh=True)
             first = False
+            quota.model_call_admit(tenant_id=run.tenant_id)  # the tenant's daily budget (429 past it)
             turn = complete_in_window(system=system, memory=memory, messages=run.state["messages"],
                                       tools=definitions, on_text=recorder.text)
             recorder.flush_text()

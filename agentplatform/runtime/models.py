@@ -121,3 +121,25 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.type}"
+
+
+class TenantModelQuota(models.Model):
+    """A tenant's own limit of model calls per UTC day, overriding TENANT_MODEL_CALLS_PER_DAY
+    (0 = no limit). Set by platform operators in the admin (agentplatform.runtime.quota)."""
+
+    tenant = models.OneToOneField("tenancy.Tenant", primary_key=True, on_delete=models.CASCADE, related_name="+")
+    calls_per_day = models.PositiveIntegerField(help_text="Model calls per UTC day; 0 = no limit.")
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.calls_per_day}/day"
+
+
+class ModelCallCount(models.Model):
+    """How many model calls a tenant asked for on one UTC day (refused ones included)."""
+
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    calls = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "day"], name="model_call_count_per_day")]

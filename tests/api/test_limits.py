@@ -93,3 +93,20 @@ def test_failed_sign_ins_from_one_address_lock_that_address(client, settings, re
 
     assert _sign_in(client, approver1.username, DEMO_PASSWORD, ip="10.6.6.6").status_code == 429
     assert _sign_in(client, approver1.username, DEMO_PASSWORD, ip="10.7.7.7").status_code == 302
+
+
+def test_a_tenant_past_its_daily_model_calls_gets_429_until_midnight(settings, requester, outsider):
+    from agentplatform.runtime.models import Run, TenantModelQuota
+
+    settings.TENANT_MODEL_CALLS_PER_DAY = 3  # an inventory question costs two model calls
+    question = {"message": "How many SKU-10001 in WH-HZ-01?"}
+    assert _as(requester).post("/api/v1/chat/", question, format="json").status_code == 200
+
+    refused = _as(requester).post("/api/v1/chat/", question, format="json")
+
+    assert_error(refused, 429, "MODEL_QUOTA_EXCEEDED", retryable=True)
+    assert 0 < int(refused["Retry-After"]) <= 86400
+    assert Run.objects.filter(user=requester, status=Run.Status.FAILED, error_code="MODEL_QUOTA_EXCEEDED").exists()
+    assert _as(outsider).post("/api/v1/chat/", question, format="json").status_code == 200  # per tenant
+    TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=100)  # the admin's override
+    assert _as(requester).post("/api/v1/chat/", question, format="json").status_code == 200
