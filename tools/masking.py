@@ -9,7 +9,6 @@ from agentplatform.redaction import mask_text
 SECRET_KEYS = re.compile(r"(token|secret|password|api[_-]?key|authorization|card|cvv|id_?number)", re.I)
 PHONE_KEYS = re.compile(r"phone|mobile|tel", re.I)
 ADDRESS_KEYS = re.compile(r"address|addr", re.I)
-LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")  # kept for callers; mask_text covers it
 
 
 def mask_phone(value: str) -> str:

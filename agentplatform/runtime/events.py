@@ -9,7 +9,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentplatform.db import insert_row
-from agentplatform.redaction import mask_json, mask_text, split_open_tail
+from agentplatform.redaction import mask_json, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
 # Streamed model text is stored in MODEL_TEXT events of what arrived in the last 50 ms (and at

@@ -12,7 +12,6 @@ from django.utils.crypto import get_random_string
 from agentplatform.api.models import ApiKey
 from rest_framework.test import APIClient
 
-from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from tests.api.conftest import assert_error
 
 

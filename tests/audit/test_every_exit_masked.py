@@ -156,3 +156,4 @@ def test_masking_keeps_business_identifiers_readable():
     assert mask_text(text) == text
     assert mask_text(mask_text(f"x {CARD} y")) == mask_text(f"x {CARD} y") == "x 4111****1111 y"
     assert split_open_tail("total 4111 11") == ("total ", "4111 11")
+    assert mask_text("use ap_" + "0a" * 32 + " now") == "use [redacted token] now"  # an API key pasted anywhere

@@ -21,7 +21,9 @@ PRODUCTION = {"DEPLOY_ENV": "production", "ALLOWED_HOSTS": "ap.example.com",
 
 
 def _manage(*args: str, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEPLOY_ENV", "DEBUG", "ALLOWED_HOSTS"}}
+    # (DJANGO_ALLOW_ASYNC_UNSAFE is set by the browser tests' Playwright fixture; a deployment never sets it)
+    unset = {"SECRET_KEY", "DEPLOY_ENV", "DEBUG", "ALLOWED_HOSTS", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     base.setdefault("DATABASE_URL", f"sqlite:///{tmp_path / 'db.sqlite3'}")
     base["SECRET_KEY_FILE"] = str(tmp_path / "secret_key")
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**base, **env},

@@ -33,6 +33,7 @@ def migrate_drf_tokens(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
+        ("knox", "0009_extend_authtoken_field"),
         ('api', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -56,4 +57,8 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunPython(migrate_drf_tokens, migrations.RunPython.noop),
+        # knox's own migrations create knox_authtoken before its model became swappable; with
+        # KNOX_TOKEN_MODEL = "api.ApiKey" nothing uses it, and its foreign key to users would
+        # only block `flush`/TRUNCATE of the user table.
+        migrations.RunSQL("DROP TABLE IF EXISTS knox_authtoken", migrations.RunSQL.noop),
 ]
