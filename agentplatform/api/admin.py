@@ -68,3 +68,17 @@ class ApiKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         for public_id in queryset.values_list("public_id", flat=True):
             api_key_revoke(public_id=public_id, actor=request.user)
         self.message_user(request, "Revoked.")
+
+
+# django-axes' records of sign-in attempts name usernames and addresses of every tenant: platform
+# operators only (tenant administrators get no capability on them, docs/roles.md).
+def _operators_only(axes_admin: type) -> type:
+    return type(axes_admin.__name__, (TenantScopedAdminMixin, axes_admin),
+                {"tenant_path": None, "tenant_admin_can": frozenset(), "__doc__": axes_admin.__doc__})
+
+
+for _model in list(admin.site._registry):
+    if _model._meta.app_label == "axes":
+        _axes_admin = type(admin.site._registry[_model])
+        admin.site.unregister(_model)
+        admin.site.register(_model, _operators_only(_axes_admin))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from contextlib import nullcontext
 
 from django.conf import settings
 from django.db import transaction
@@ -10,20 +11,7 @@ from django.utils import timezone
 
 from agentplatform.api.models import ApiKey
 from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
-from audit import events
-
-
-def _audit(*, key: ApiKey, verb: str, actor) -> None:
-    """One CONTROL_CHANGE row in the owner's tenant: which key (name, prefix), whose, by whom; never the key."""
-    if key.user.tenant_id is None:
-        return  # a platform operator without a tenant: no tenant trail to write to
-    values = {"name": key.name, "prefix": key.token_key, "owner": key.user.username,
-              "expiry": key.expiry.isoformat() if key.expiry else None}
-    events.record(tenant_id=key.user.tenant_id, actor_id=getattr(actor, "pk", None), decision="CONTROL_CHANGE",
-                  status=verb, masked_arguments={"object": {"type": "api_key", "id": str(key.public_id)},
-                                                 "old": values if verb == "DELETED" else None,
-                                                 "new": values if verb == "CREATED" else None},
-                  message=f"api_key {key.name} of {key.user.username} {verb.lower()}")
+from agentplatform.tenancy.actor import acting_as
 
 
 @transaction.atomic(durable=True)
@@ -34,7 +22,7 @@ def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=
     API_KEY_ALLOW_NO_EXPIRY is off). actor: who asked (the owner, a tenant administrator of the
     owner's tenant, a platform operator; None for the command line). Raises PermissionDenied for an
     inactive user or an actor of another tenant, InvalidInput for a blank name or a bad expiry.
-    Audited (CONTROL_CHANGE, api_key, CREATED) in the same transaction.
+    Audited (CONTROL_CHANGE, api_token, CREATED) in the same transaction.
     """
     if not user.is_active:
         raise PermissionDenied("an inactive user cannot have an API key")
@@ -48,8 +36,10 @@ def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=
         raise InvalidInput(f"expires_in_days must be between 0 and {settings.API_KEY_MAX_TTL_DAYS}")
     if days == 0 and settings.API_KEY_TTL_DAYS and not settings.API_KEY_ALLOW_NO_EXPIRY:
         raise InvalidInput("keys without expiry are not allowed here (API_KEY_ALLOW_NO_EXPIRY)")
-    key, raw = ApiKey.objects.create(user=user, expiry=datetime.timedelta(days=days) if days else None, name=name)
-    _audit(key=key, verb="CREATED", actor=actor)
+    # Audited by the control-plane receivers (agentplatform.controlplane, kind api_token) in this
+    # transaction, with `actor` as the actor (None: the row says no actor was named).
+    with acting_as(actor) if actor is not None else nullcontext():
+        key, raw = ApiKey.objects.create(user=user, expiry=datetime.timedelta(days=days) if days else None, name=name)
     return key, raw
 
 
@@ -64,31 +54,36 @@ def _may_manage(actor, owner) -> bool:
             and actor.tenant_id is not None and actor.tenant_id == owner.tenant_id)
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic  # not durable: the admin's delete view calls it inside its own transaction
 def api_key_revoke(*, public_id: uuid.UUID | str, actor) -> None:
     """Revoke (delete) one API key: by its owner, a tenant administrator of the owner's tenant, or
     a platform operator. Raises NotFound for an unknown key or one the actor may not manage (another
-    tenant's key answers 404, not 403). Audited (CONTROL_CHANGE, api_key, DELETED)."""
+    tenant's key answers 404, not 403). Audited (CONTROL_CHANGE, api_token, DELETED)."""
     key = (ApiKey.objects.select_for_update(of=("self",)).select_related("user")
            .filter(public_id=public_id).first())
     if key is None or not _may_manage(actor, key.user):
         raise NotFound("unknown API key")
-    _audit(key=key, verb="DELETED", actor=actor)
-    key.delete()
+    with acting_as(actor):
+        key.delete()  # audited by the control-plane receivers (DELETED, kind api_token)
 
 
 def api_token_issue(*, user, rotate: bool = False, name: str = "default", actor=None) -> str:
     """Issue a new API key for `user` and return it (shown once; only its digest is kept).
 
-    Kept for `manage.py issue_api_token` and the admin action. rotate: revoke the user's other keys
-    first, so they stop working at once. Raises PermissionDenied for an inactive user.
+    For `manage.py issue_api_token` and the users' admin action, whose callers are authorised
+    already; the audit rows name the actor of the surrounding request or `acting_as` block (or
+    `actor`). rotate: revoke the user's other keys first, so they stop working at once. Raises
+    PermissionDenied for an inactive user.
     """
     if not user.is_active:
         raise PermissionDenied("an inactive user cannot have an API key")
-    if rotate:
-        for public_id in ApiKey.objects.filter(user=user).values_list("public_id", flat=True):
-            api_key_revoke(public_id=public_id, actor=actor or user)
-    return api_key_issue(user=user, name=name, actor=actor)[1]
+    with acting_as(actor) if actor is not None else nullcontext():
+        if rotate:
+            for key in ApiKey.objects.filter(user=user):
+                key.delete()  # audited by the control-plane receivers, one row per key
+        key, raw = ApiKey.objects.create(user=user, name=name, expiry=(
+            datetime.timedelta(days=settings.API_KEY_TTL_DAYS) if settings.API_KEY_TTL_DAYS else None))
+    return raw
 
 
 def api_keys_expired_prune() -> int:

@@ -88,13 +88,14 @@ def _tool_of(perm_row: Any) -> str:
 
 def _watched() -> dict[type, Watched]:
     from guardian.models import GroupObjectPermission, UserObjectPermission
-    from rest_framework.authtoken.models import Token, TokenProxy
 
+    from agentplatform.api.models import ApiKey
     from tools.models import TenantToolPolicy, Tool
 
-    token = Watched("api_token", lambda t: {"user": t.user.username,
-                                            "created": t.created.isoformat() if t.created else None},
-                    lambda t: _user_tenants(t.user), lambda t: f"token of {t.user.username}")
+    token = Watched("api_token", lambda t: {"user": t.user.username, "name": t.name, "prefix": t.token_key,
+                                            "created": t.created.isoformat() if t.created else None,
+                                            "expiry": t.expiry.isoformat() if t.expiry else None},
+                    lambda t: _user_tenants(t.user), lambda t: f"token of {t.user.username} ({t.name})")
     return {
         Tool: Watched(
             "tool",
@@ -121,10 +122,9 @@ def _watched() -> dict[type, Watched]:
             lambda r: {"group": r.group.name, "permission": _perm(r.permission), "object": _object_name(r)},
             lambda r: _group_tenants(r.group), lambda r: f"{r.group.name}:{r.permission.codename}:{r.object_pk}",
             _tool_of),
-        # The key is the token's primary key: never shown, never stored here. The admin deletes
-        # through the proxy model, whose signals carry the proxy as sender.
-        Token: token,
-        TokenProxy: token,
+        # API keys (django-rest-knox): only the name and the 15-character prefix are described;
+        # the digest (the primary key) and the key itself never appear.
+        ApiKey: token,
     }
 
 

@@ -44,7 +44,7 @@ def test_a_key_is_shown_once_and_only_its_digest_is_stored(requester):
     listed = _session(requester).get("/api/v1/api-keys/").json()["results"]
     assert [k["name"] for k in listed] == ["ci"] and "key" not in listed[0]
     assert _with_key(raw).get("/api/v1/tools/").status_code == 200
-    audit = AuditEvent.objects.get(decision="CONTROL_CHANGE", masked_arguments__object__type="api_key")
+    audit = AuditEvent.objects.get(decision="CONTROL_CHANGE", masked_arguments__object__type="api_token")
     assert audit.status == "CREATED" and raw not in json.dumps(audit.masked_arguments)
 
 

@@ -5,9 +5,10 @@ import json
 
 import pytest
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
+from agentplatform.api.services import api_key_issue
 from agentplatform.runtime import services as runtime
+from agentplatform.runtime.models import TenantModelQuota
 from approvals import services as approvals
 
 
@@ -29,7 +30,8 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):  # the resume is enqueued on commit
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])
-    Token.objects.create(user=requester)
+    api_key_issue(user=requester, name="globex evidence")
+    TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=1000)
     client.force_login(requester)
     response = client.post("/api/v1/chat/", data=json.dumps({"message": "How many SKU-10001 in WH-HZ-01?"}),
                            content_type="application/json", HTTP_IDEMPOTENCY_KEY="globex-key-1")

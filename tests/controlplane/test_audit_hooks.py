@@ -3,6 +3,7 @@ the change, with actor, tenant, object and old -> new values, and never a secret
 from __future__ import annotations
 
 import json
+import re
 from unittest import mock
 
 import pytest
@@ -10,8 +11,8 @@ from django.contrib.auth.models import Group
 from django.db import DatabaseError, transaction
 from django.urls import reverse
 from guardian.shortcuts import assign_perm, remove_perm
-from rest_framework.authtoken.models import Token, TokenProxy
 
+from agentplatform.api.models import ApiKey
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from audit.models import AuditEvent
@@ -131,11 +132,12 @@ def test_api_token_issue_and_revocation_are_audited_without_the_key(client, mark
     response = client.post(admin_url(User, "changelist"), {"action": "issue_api_token",
                                                            "_selected_action": [requester.pk]})
     assert response.status_code == 200
-    key = Token.objects.get(user=requester).key
-    assert client.post(admin_url(TokenProxy, "delete", requester.pk), {"post": "yes"}).status_code == 302
+    key = re.search(r'data-testid="api-token">([^<]+)<', response.content.decode()).group(1)
+    [stored] = ApiKey.objects.filter(user=requester)
+    assert client.post(admin_url(ApiKey, "delete", stored.pk), {"post": "yes"}).status_code == 302
     created, deleted = mark()
     assert (created.status, deleted.status) == ("CREATED", "DELETED")
-    assert _details(created)["object"] == {"type": "api_token", "id": "token of acme-requester"}
+    assert _details(created)["object"] == {"type": "api_token", "id": "token of acme-requester (default)"}
     for row in (created, deleted):
         assert row.actor_id == acme_admin.pk and row.tenant_id == requester.tenant_id
         assert key not in json.dumps(row.masked_arguments) + row.message

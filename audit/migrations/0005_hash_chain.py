@@ -81,7 +81,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0003_append_only_trigger'),
+        ('audit', '0004_control_change_decision'),
         ('tenancy', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
