@@ -95,13 +95,15 @@ MIDDLEWARE = [
 
 # Content-Security-Policy (django-csp): scripts, styles, fonts and images only from this origin
 # (static files, Swagger UI from drf-spectacular-sidecar); no inline script, no eval, no framing.
-from csp.constants import NONE, SELF  # noqa: E402
+# Inline *styles* stay allowed: Django's admin and guardian's widgets set style attributes (a style
+# cannot run code); our own pages and Swagger UI use none (tests/deploy).
+from csp.constants import NONE, SELF, UNSAFE_INLINE  # noqa: E402
 
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF],
-        "style-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
         "img-src": [SELF, "data:"],
         "font-src": [SELF],
         "connect-src": [SELF],
