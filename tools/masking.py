@@ -9,6 +9,9 @@ from agentplatform.redaction import mask_text
 SECRET_KEYS = re.compile(r"(token|secret|password|api[_-]?key|authorization|card|cvv|id_?number)", re.I)
 PHONE_KEYS = re.compile(r"phone|mobile|tel", re.I)
 ADDRESS_KEYS = re.compile(r"address|addr", re.I)
+# Long digit runs (cards, ids): used by agentplatform.llm.client for provider error texts; free
+# text in general goes through agentplatform.redaction.mask_text.
+LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")
 
 
 def mask_phone(value: str) -> str:
