@@ -77,10 +77,9 @@ class Command(BaseCommand):
         self.expect(AuditEvent.objects.filter(conversation_id=conversation, decision="IDEMPOTENT_HIT").exists(),
                     "the audit trail explains the second call as an idempotent hit")
 
-        self.title("6. A shipped order cannot be cancelled: a business failure the model explains")
+        self.title("6. A shipped order cannot be cancelled: the precheck answers before anyone is asked")
         outcome = self.chat(requester, f"Cancel order {shipped_id} because it is late")
-        token = outcome.pending[0].token
-        outcome = self.chat(requester, "confirm", conversation=outcome.run.conversation_id, token=token)
+        self.expect(not outcome.pending, "no confirmation was asked for a call that cannot succeed")
         self.expect("SHIPPED" in outcome.run.final_answer or "shipped" in outcome.run.final_answer,
                     "the answer explains that the order has shipped")
 
