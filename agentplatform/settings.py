@@ -49,6 +49,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: nothing under /api/ answers an HTML error page (agentplatform.api.middleware).
+    "agentplatform.api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",

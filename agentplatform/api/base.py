@@ -3,15 +3,21 @@ JSON in and out, the 256 KB body limit, the error body for every error whatever 
 strict serializer fields and pagination."""
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
+import datetime
+
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
 from django.db.models import QuerySet
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.exceptions import ParseError
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -20,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentplatform import correlation
-from agentplatform.api.errors import PayloadTooLarge
+from agentplatform.api.errors import InvalidCursor, InvalidText, PayloadTooLarge
 from agentplatform.runtime.settle import settle_for
 from agentplatform.errors import DomainError
 from agentplatform.text import unstorable_reason
@@ -33,15 +39,44 @@ class LengthRequired(DomainError):
     http_status = 411
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def first_lone_surrogate(data: Any) -> str | None:
+    """The first string (key or value) in parsed JSON `data` holding a lone surrogate, else None.
+
+    json.loads joins an escaped pair (`\\ud83d\\ude00`) into one character, so any surrogate left
+    in a str is unpaired. Iterative: the document may be as deep as the parser allowed.
+    """
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 class BoundedJSONParser(JSONParser):
     """DRF's JSONParser, plus: JSON nested deeply enough to exhaust the recursion limit is a 400
-    MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch)."""
+    MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch); a
+    string with a lone surrogate escape is a 400 INVALID_TEXT (it cannot be encoded as UTF-8, so
+    hashing, storing or forwarding it would fail later)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - the document is nested too deeply") from None
+        if first_lone_surrogate(data) is not None:
+            raise InvalidText("the JSON body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
+                              "its pair); send text as valid Unicode")
+        return data
 
 
 class ApiView(APIView):
@@ -125,3 +160,49 @@ def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type
     paginator = view.pagination_class()
     page = paginator.paginate_queryset(queryset, view.request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True, context=context).data)
+
+
+class StrictCursorPagination(CursorPagination):
+    """DRF's CursorPagination, refusing with 400 INVALID_CURSOR every cursor it did not issue.
+
+    DRF answers an undecodable cursor with 404 and hands a decodable one's position (`p=`) to the
+    database as it is: `p=notadate` on a datetime ordering was a 500 (issue 15). Here the position
+    must convert to the first ordering field's type (datetimes to an aware UTC datetime, within
+    range), and the cursor carries it in the form this class issues.
+    """
+
+    invalid_cursor_message = "the cursor is not one this server issued; start again without it"
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self._model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request) -> Cursor | None:
+        try:
+            cursor = super().decode_cursor(request)
+        except NotFound:
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        except (UnicodeError, OverflowError):
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        if cursor is None or cursor.position is None:
+            return cursor
+        field = self._model._meta.get_field(self.ordering[0].lstrip("-"))
+        try:
+            position = self._position(field, cursor.position)
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        return Cursor(offset=cursor.offset, reverse=cursor.reverse, position=position)
+
+    @staticmethod
+    def _position(field: models.Field, raw: str) -> str:
+        if "\x00" in raw:
+            raise ValueError("NUL in a cursor position")
+        value = field.to_python(raw)
+        if value is None:
+            raise ValueError("empty cursor position")
+        if isinstance(field, models.DateTimeField):
+            if timezone.is_naive(value):
+                value = timezone.make_aware(value, datetime.timezone.utc)
+            value = value.astimezone(datetime.timezone.utc)  # OverflowError below year 1 / above 9999
+            return value.isoformat()
+        return str(value)

@@ -5,13 +5,12 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.base import ApiView, StrictCharField, StrictCursorPagination
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
 from agentplatform.api.schema import COMMON, errors
 from audit.models import AuditEvent
@@ -29,7 +28,7 @@ class CanReadAudit(BasePermission):
         return bool(request.user.has_perm(EXPORT_PERMISSION))
 
 
-class AuditCursorPagination(CursorPagination):
+class AuditCursorPagination(StrictCursorPagination):
     """Newest first; `?cursor=` from `next`/`previous`; `?page_size=` up to 500."""
 
     ordering = ("-occurred_at", "-id")

@@ -1,6 +1,7 @@
 """Runs: GET /api/v1/runs/{id}/ and the Server-Sent Events of GET /api/v1/runs/{id}/events/."""
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.http import HttpResponse, StreamingHttpResponse
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
-from agentplatform.errors import InvalidInput
+from agentplatform.api.errors import InvalidEventId
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
 from agentplatform.runtime.services import run_cancel
@@ -128,17 +129,33 @@ class RunCancelApi(ApiView):
         return Response(RunSerializer(body).data)
 
 
-def _last_event_id(request: Request) -> int:
-    """The Last-Event-ID header (an EventSource reconnecting), else `?last_event_id=`, else 0."""
-    raw = request.headers.get("Last-Event-ID")
-    if raw is None or not raw.strip():
-        raw = request.query_params.get("last_event_id", "")
-    raw = raw.strip()
-    if not raw:
-        return 0
-    if not raw.isdigit() or int(raw) > MAX_SEQ:
-        raise InvalidInput("Last-Event-ID must be a non-negative integer event sequence number")
+EVENT_ID_PATTERN = re.compile(r"[0-9]{1,10}")  # ASCII only: str.isdigit() also takes "²" and "١"
+
+
+def parse_event_id(raw: str) -> int:
+    """An event sequence number as a client sends it back: 1 to 10 ASCII digits, at most MAX_SEQ.
+
+    Raises InvalidEventId otherwise, including for an empty value: a client that sends the field
+    says it has seen an event, and no event has an empty id.
+    """
+    if not EVENT_ID_PATTERN.fullmatch(raw) or int(raw) > MAX_SEQ:
+        raise InvalidEventId(f"Last-Event-ID must be an event sequence number: 1 to 10 ASCII digits, "
+                             f"at most {MAX_SEQ}")
     return int(raw)
+
+
+def _last_event_id(request: Request) -> int:
+    """The Last-Event-ID header (an EventSource reconnecting), else `?last_event_id=`, else 0.
+
+    Whichever is present is parsed by `parse_event_id`; the header wins when both are sent.
+    """
+    header = request.headers.get("Last-Event-ID")
+    if header is not None:
+        return parse_event_id(header.strip(" \t"))  # optional whitespace around an HTTP field value
+    query = request.query_params.get("last_event_id")
+    if query is not None:
+        return parse_event_id(query)
+    return 0
 
 
 class RunEventsApi(ApiView):
