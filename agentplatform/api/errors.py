@@ -65,13 +65,6 @@ class InvalidText(DomainError):
     http_status = 400
 
 
-class InvalidEventId(DomainError):
-    """Last-Event-ID (header or `last_event_id`) is not 1 to 10 ASCII digits up to 2147483647."""
-
-    code = "INVALID_EVENT_ID"
-    http_status = 400
-
-
 class InvalidCursor(DomainError):
     """A `cursor` query parameter that this server did not issue (undecodable or forged)."""
 

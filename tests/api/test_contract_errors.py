@@ -66,7 +66,7 @@ def test_last_event_id_must_be_ascii_digits_of_bounded_length(api, requester, ca
         response = client.get(url, HTTP_LAST_EVENT_ID=value)
     else:
         response = client.get(f"{url}?last_event_id={quote(value)}")
-    assert_error(response, 400, "INVALID_EVENT_ID")
+    assert_error(response, 400, "INVALID_ARGUMENTS")
 
 
 @pytest.mark.parametrize("value", ["0", "1", "0001", "2147483647"])
