@@ -11,6 +11,7 @@ import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -27,8 +28,9 @@ from rest_framework.views import APIView
 
 from agentplatform import correlation
 from agentplatform.api.errors import InvalidCursor, InvalidText, PayloadTooLarge
+from agentplatform.api.schema import NO_NUL_PATTERN, NON_BLANK_PATTERN, ApiAutoSchema
+from agentplatform.errors import DomainError, InvalidInput
 from agentplatform.runtime.settle import settle_for
-from agentplatform.errors import DomainError
 from agentplatform.text import unstorable_reason
 
 
@@ -90,6 +92,7 @@ class ApiView(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
+    schema = ApiAutoSchema()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         correlation.set_run_id(None)
@@ -124,9 +127,16 @@ class ApiView(APIView):
 class StrictCharField(serializers.CharField):
     """A CharField that refuses numbers and booleans instead of turning them into text, and text
     PostgreSQL cannot store (DRF refuses NUL already; a JSON body can also escape a lone surrogate:
-    agentplatform.text)."""
+    agentplatform.text), with its text rule as a validator drf-spectacular writes into the schema as
+    `pattern`: no NUL, and, unless `allow_blank`, not only whitespace (DRF trims)."""
 
     default_error_messages = {"unstorable": "This text {reason}."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        pattern = NO_NUL_PATTERN if self.allow_blank or not self.trim_whitespace else NON_BLANK_PATTERN
+        message = "must not contain NUL" if pattern is NO_NUL_PATTERN else "must not be blank or contain NUL"
+        self.validators.append(RegexValidator(pattern, message=message))
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -146,12 +156,44 @@ class StrictUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
+def strict_page_size(request, *, name: str, default: int, maximum: int) -> int:
+    """`?<name>=` as the schema states it: absent -> `default`; else an integer 1..`maximum`.
+
+    Raises InvalidInput (400 INVALID_ARGUMENTS) otherwise; DRF would silently use the default or
+    the maximum instead.
+    """
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        raise InvalidInput(f"{name} must be an integer from 1 to {maximum}")
+    return int(raw)
+
+
+PAGE_NUMBER = re.compile(r"[0-9]{1,9}")
+
+
 class PagePagination(PageNumberPagination):
-    """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}."""
+    """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}.
+
+    As the schema states: `page` an integer from 1 (past the last page: 404), `page_size` 1..100;
+    anything else is 400 INVALID_ARGUMENTS.
+    """
 
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+    last_page_strings = ()
+
+    def get_page_size(self, request) -> int:
+        return strict_page_size(request, name=self.page_size_query_param, default=self.page_size,
+                                maximum=self.max_page_size)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        raw = request.query_params.get(self.page_query_param)
+        if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or int(raw) < 1):
+            raise InvalidInput(f"{self.page_query_param} must be an integer from 1")
+        return super().paginate_queryset(queryset, request, view)
 
 
 def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type[serializers.Serializer],
@@ -172,6 +214,10 @@ class StrictCursorPagination(CursorPagination):
     """
 
     invalid_cursor_message = "the cursor is not one this server issued; start again without it"
+
+    def get_page_size(self, request) -> int:
+        return strict_page_size(request, name=self.page_size_query_param, default=self.page_size,
+                                maximum=self.max_page_size)
 
     def paginate_queryset(self, queryset, request, view=None):
         self._model = queryset.model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,18 +61,18 @@ class _TokenDecisionApi(ApiView):
         return Response(ConfirmationSerializer(_fresh(decided)).data)
 
 
-@extend_schema(operation_id="confirmations_confirm", tags=["confirmations"], summary="Confirm with a token",
-               request=TokenInputSerializer,
-               responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+@extend_schema_view(post=extend_schema(
+    operation_id="confirmations_confirm", tags=["confirmations"], summary="Confirm with a token",
+    request=TokenInputSerializer, responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)}))
 class ConfirmationConfirmApi(_TokenDecisionApi):
     """I confirm my own gated call with its token; the run resumes after the commit."""
 
     decide = staticmethod(approvals.confirmation_confirm)
 
 
-@extend_schema(operation_id="confirmations_cancel", tags=["confirmations"], summary="Cancel with a token",
-               request=TokenInputSerializer,
-               responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+@extend_schema_view(post=extend_schema(
+    operation_id="confirmations_cancel", tags=["confirmations"], summary="Cancel with a token",
+    request=TokenInputSerializer, responses={200: ConfirmationSerializer, **errors(*BODY, *COMMON, 404, 409, 410)}))
 class ConfirmationCancelApi(_TokenDecisionApi):
     """I decline my own gated call with its token; the model is told it was rejected."""
 

@@ -29,6 +29,7 @@ from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
 MAX_SEQ = 2**31 - 1
+EVENT_ID_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}
 
 
 @extend_schema_serializer(component_name="Run")
@@ -173,10 +174,11 @@ class RunEventsApi(ApiView):
             "stream ends after DONE or after at most 60 s (reconnect with Last-Event-ID). 204 when the run "
             "has finished and nothing is left after Last-Event-ID (an EventSource then stops reconnecting)."),
         parameters=[
-            OpenApiParameter("Last-Event-ID", OpenApiTypes.INT, OpenApiParameter.HEADER, required=False,
-                             description="Sequence number of the last event received."),
-            OpenApiParameter("last_event_id", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False,
-                             description="Same as the header, for clients that cannot set headers."),
+            OpenApiParameter("Last-Event-ID", EVENT_ID_SCHEMA, OpenApiParameter.HEADER, required=False,
+                             description=("Sequence number of the last event received: 1 to 10 ASCII digits, at "
+                                          f"most {MAX_SEQ}. Anything else, an empty value included, is 400.")),
+            OpenApiParameter("last_event_id", EVENT_ID_SCHEMA, OpenApiParameter.QUERY, required=False,
+                             description="Same as the header (which wins), for clients that cannot set headers."),
             OpenApiParameter("format", exclude=True),
         ],
         responses={
