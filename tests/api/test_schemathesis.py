@@ -1,0 +1,115 @@
+"""Schemathesis against the live test server (issue 15, item 6), once per persona: a requester
+with pending calls of their own, an approver with a request to decide, an auditor.
+
+Each run is the `st run` command a person would type, pointed at the schema the server serves:
+examples, coverage, fuzzing and stateful phases (the schema's links carry real tokens and ids from
+one call to the next), positive and negative generation, and the checks not_a_server_error,
+status_code_conformance and response_schema_conformance. Any finding fails the test with the
+command's report. Bounded for `make test`: SCHEMATHESIS_MAX_EXAMPLES (default 25) examples per
+operation and phase; raise it for a longer hunt, and set SCHEMATHESIS_SEED to replay a run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.contrib.staticfiles.handlers import StaticFilesHandler
+from django.core.servers.basehttp import ThreadedWSGIServer
+from django.db import connections
+from django.test.testcases import LiveServerThread
+
+from agentplatform.runtime import services
+from tests.api.conftest import CANCEL_ORDER, REFUND_ORDER, authorization_header
+
+MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
+SEED = os.environ.get("SCHEMATHESIS_SEED", "15")
+CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance"
+
+
+class _NoDelayWSGIServer(ThreadedWSGIServer):
+    """Django's live server with TCP_NODELAY: on a kept-alive connection (Schemathesis keeps one)
+    Nagle's algorithm and delayed ACKs otherwise cost ~40 ms a response."""
+
+    def get_request(self):
+        sock, address = super().get_request()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock, address
+
+
+class _LiveServerThread(LiveServerThread):
+    server_class = _NoDelayWSGIServer
+
+
+@pytest.fixture
+def api_server(transactional_db, settings):
+    """A live server of this test's database on 127.0.0.1 (an in-memory SQLite database is shared
+    with the server thread, as pytest-django's live_server does). Yields its base URL."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "127.0.0.1"]
+    shared = {c.alias: c for c in connections.all() if c.vendor == "sqlite" and c.is_in_memory_db()}
+    for connection in shared.values():
+        connection.inc_thread_sharing()
+    thread = _LiveServerThread("127.0.0.1", StaticFilesHandler, connections_override=shared, port=0)
+    thread.daemon = True
+    thread.start()
+    thread.is_ready.wait()
+    try:
+        if thread.error:
+            raise thread.error
+        yield f"http://127.0.0.1:{thread.port}"
+    finally:
+        thread.terminate()
+        for connection in shared.values():
+            connection.dec_thread_sharing()
+
+
+def _persona(people, name: str):
+    acme = people["acme"]
+    if name == "requester":
+        # a requester-confirmed call (a token to find through the links) and an approver-gated one
+        services.chat_send(user=acme["requester"], message=f"Please cancel order {CANCEL_ORDER} because it is late")
+        return acme["requester"]
+    if name == "approver":
+        services.chat_send(user=acme["requester"], message=f"Refund order {REFUND_ORDER} because it arrived damaged")
+        return acme["approver1"]
+    auditor = acme["nobody"]  # reads the audit trail and nothing else
+    auditor.user_permissions.add(Permission.objects.get(codename="export_auditevent"))
+    services.chat_send(user=acme["requester"], message=f"Please cancel order {CANCEL_ORDER} because it is late")
+    return auditor
+
+
+def run_schemathesis(*, base_url: str, authorization: str, report: str) -> subprocess.CompletedProcess:
+    """`st run` against `base_url`'s schema; the JSON run report is written to `report`."""
+    command = [
+        sys.executable, "-m", "schemathesis.cli", "run", f"{base_url}/api/schema/?format=json",
+        "--header", f"Authorization: {authorization}",
+        "--checks", CHECKS, "--mode", "all", "--phases", "examples,coverage,fuzzing,stateful",
+        "--max-examples", str(MAX_EXAMPLES), "--seed", SEED, "--workers", "1",
+        "--generation-database", "none", "--request-timeout", "30", "--no-color",
+        "--report", "json,har", "--report-json-path", report, "--report-har-path", report + ".har",
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+
+
+@pytest.mark.parametrize("persona", ["requester", "approver", "auditor"])
+def test_schemathesis_finds_nothing(persona, api_server, people, settings, tmp_path):
+    # given: a live server whose event streams end quickly, and the persona's data
+    settings.API_SSE_MAX_SECONDS = 0.05
+    settings.API_SSE_POLL_SECONDS = 0.01
+    logging.getLogger("django.request").setLevel(logging.CRITICAL)  # each 4xx would be a line
+    user = _persona(people, persona)
+    # when
+    result = run_schemathesis(base_url=api_server, authorization=authorization_header(user),
+                              report=str(tmp_path / "report.json"))
+    # then: no finding, and the run really exercised every operation
+    output = result.stdout + result.stderr
+    print(output)  # the counts, shown with -s or on failure
+    assert result.returncode == 0, output[-15000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    print(json.dumps(report.get("summary", report), indent=1)[:3000])
