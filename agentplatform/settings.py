@@ -153,6 +153,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "agentplatform.runtime.models.Run.Status",
         "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",
+        "RunEventTypeEnum": "agentplatform.runtime.models.RunEvent.Type",
     },
 }
 # HTTP Idempotency-Key on POST /api/v1/chat/ (IETF httpapi draft): records live 24 h; a claim left

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -29,6 +30,7 @@ from tests.api.conftest import CANCEL_ORDER, REFUND_ORDER, authorization_header
 
 MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
 SEED = os.environ.get("SCHEMATHESIS_SEED", "15")
+STATEFUL_STEPS = 12  # a chat, its run, a fresh token, a confirmation ... fit in one scenario
 CHECKS = "not_a_server_error,status_code_conformance,response_schema_conformance"
 
 
@@ -85,8 +87,10 @@ def _persona(people, name: str):
 
 def run_schemathesis(*, base_url: str, authorization: str, report: str) -> subprocess.CompletedProcess:
     """`st run` against `base_url`'s schema; the JSON run report is written to `report`."""
+    config = Path(report).with_name("schemathesis.toml")
+    config.write_text(f"[phases.stateful]\nmax-steps = {STATEFUL_STEPS}\n")
     command = [
-        sys.executable, "-m", "schemathesis.cli", "run", f"{base_url}/api/schema/?format=json",
+        sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run", f"{base_url}/api/schema/?format=json",
         "--header", f"Authorization: {authorization}",
         "--checks", CHECKS, "--mode", "all", "--phases", "examples,coverage,fuzzing,stateful",
         "--max-examples", str(MAX_EXAMPLES), "--seed", SEED, "--workers", "1",

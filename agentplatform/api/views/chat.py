@@ -8,7 +8,7 @@ from typing import Any, Callable
 from django.db import DatabaseError, connection
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -166,6 +166,13 @@ class ChatApi(ApiView):
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
         request=InputSerializer, parameters=[IDEMPOTENCY_KEY, REQUEST_ID],
+        examples=[
+            OpenApiExample("A question", value={"message": "How many SKU-10001 are in stock?"}, request_only=True),
+            OpenApiExample("A gated call", request_only=True, value={
+                "message": "Please cancel order A202607290001 because it is late"}),
+            OpenApiExample("Confirming a pending call", request_only=True, value={
+                "conversation_id": "3fa85f64-5717-4562-b3fc-2c963f66afa6", "confirmation_token": "<token>"}),
+        ],
         responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
     )
     def post(self, request: Request) -> Response:

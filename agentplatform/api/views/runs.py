@@ -22,7 +22,7 @@ from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.errors import InvalidInput
-from agentplatform.runtime.models import Run
+from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
 from agentplatform.runtime.services import run_cancel
 from approvals.models import ConfirmationRequest
@@ -88,6 +88,16 @@ class RunSerializer(serializers.Serializer):
     last_event_seq = serializers.IntegerField(help_text="Sequence number of the newest event (0: none).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+@extend_schema_serializer(component_name="RunEventMessage")
+class RunEventMessageSerializer(serializers.Serializer):
+    """One Server-Sent Event of a run as a client's EventSource reads it (agentplatform.api.sse)."""
+
+    id = serializers.RegexField(r"^[0-9]{1,10}$", help_text="The event's sequence number (send it back as "
+                                                            "Last-Event-ID).")
+    event = serializers.ChoiceField(choices=RunEvent.Type.choices, help_text="The event type.")
+    data = serializers.CharField(help_text="The event's payload: one line of JSON.")
 
 
 class RunDetailApi(ApiView):
@@ -182,7 +192,9 @@ class RunEventsApi(ApiView):
             OpenApiParameter("format", exclude=True),
         ],
         responses={
-            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="The event stream."),
+            (200, "text/event-stream"): OpenApiResponse(RunEventMessageSerializer, description=(
+                "The event stream; the schema describes one event (Open API before 3.2 reads `schema` of an "
+                "event stream so).")),
             204: OpenApiResponse(description="The run finished and no event is left to send."),
             **errors(400, *COMMON, 404),
         },
