@@ -156,6 +156,16 @@ class StrictUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
+def query_values(request) -> dict[str, str]:
+    """The query parameters as a plain dict (the last value of a repeated one), for a filter serializer.
+
+    Not the QueryDict itself: DRF reads an empty value of an optional field in form-like input as
+    "absent", while the schema states, and the server then enforces, that a parameter that is sent
+    has a valid value (`?status=` is 400, not the default).
+    """
+    return request.query_params.dict()
+
+
 def strict_page_size(request, *, name: str, default: int, maximum: int) -> int:
     """`?<name>=` as the schema states it: absent -> `default`; else an integer 1..`maximum`.
 
@@ -170,13 +180,14 @@ def strict_page_size(request, *, name: str, default: int, maximum: int) -> int:
     return int(raw)
 
 
-PAGE_NUMBER = re.compile(r"[0-9]{1,9}")
+PAGE_NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits; int() alone also reads "١٢"
+MAX_PAGE = 2**31 - 1
 
 
 class PagePagination(PageNumberPagination):
     """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}.
 
-    As the schema states: `page` an integer from 1 (past the last page: 404), `page_size` 1..100;
+    As the schema states: `page` an integer 1..2**31-1 (past the last page: 404), `page_size` 1..100;
     anything else is 400 INVALID_ARGUMENTS.
     """
 
@@ -191,8 +202,8 @@ class PagePagination(PageNumberPagination):
 
     def paginate_queryset(self, queryset, request, view=None):
         raw = request.query_params.get(self.page_query_param)
-        if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or int(raw) < 1):
-            raise InvalidInput(f"{self.page_query_param} must be an integer from 1")
+        if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE):
+            raise InvalidInput(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
         return super().paginate_queryset(queryset, request, view)
 
 

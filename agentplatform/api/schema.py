@@ -161,7 +161,7 @@ class ApiAutoSchema(AutoSchema):
             ]
         elif isinstance(paginator, PageNumberPagination):
             parameters += [
-                OpenApiParameter(paginator.page_query_param, {"type": "integer", "minimum": 1},
+                OpenApiParameter(paginator.page_query_param, {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
                                  OpenApiParameter.QUERY, description="Page number (from 1); past the last: 404."),
                 OpenApiParameter(paginator.page_size_query_param, {"type": "integer", "minimum": 1,
                                                                    "maximum": paginator.max_page_size},

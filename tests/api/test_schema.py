@@ -168,17 +168,34 @@ def test_paginated_lists_document_and_enforce_their_parameters(client, api, requ
     schema = openapi(client)
     for path, size in (("/api/v1/conversations/", 100), ("/api/v1/approvals/", 100)):
         params = {p["name"]: p["schema"] for p in schema["paths"][path]["get"]["parameters"]}
-        assert params["page"] == {"type": "integer", "minimum": 1}
+        assert params["page"] == {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
         assert params["page_size"] == {"type": "integer", "minimum": 1, "maximum": size}
     audit = {p["name"]: p["schema"] for p in schema["paths"]["/api/v1/audit-events/"]["get"]["parameters"]}
     assert audit["page_size"]["maximum"] == 500 and audit["cursor"]["type"] == "string"
     # the server holds to the same bounds
     c = api(requester)
     assert c.get("/api/v1/conversations/?page=1&page_size=100").status_code == 200
-    for query in ("page=0", "page=abc", "page=last", "page_size=0", "page_size=101", "page_size=x", "page=-1"):
+    for query in ("page=0", "page=abc", "page=last", "page_size=0", "page_size=101", "page_size=x", "page=-1",
+                  "page=", "page=2147483648", "page=" + "9" * 5000, "page=١", "page_size="):
         response = c.get(f"/api/v1/conversations/?{query}")
         assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS", query
     assert c.get("/api/v1/conversations/?page=99").status_code == 404
+    assert c.get("/api/v1/conversations/?page=2147483647").status_code == 404
+
+
+@pytest.mark.parametrize("query", ["status=", "status=nope"])
+def test_an_empty_or_unknown_filter_value_is_400_not_the_default(api, approver1, query):
+    response = api(approver1).get(f"/api/v1/approvals/?{query}")
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS"
+
+
+@pytest.mark.parametrize("query", ["tool=", "user=", "decision=", "from=", "format=", "format=xml"])
+def test_an_empty_or_unknown_audit_filter_is_400(api, approver1, query):
+    from django.contrib.auth.models import Permission
+
+    approver1.user_permissions.add(Permission.objects.get(codename="export_auditevent"))
+    response = api(approver1).get(f"/api/v1/audit-events/?{query}")
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS", response.content
 
 
 def test_headers_and_text_rules_are_in_the_schema(client, db):
