@@ -62,6 +62,9 @@ def api_server(transactional_db, settings):
     """A live server of this test's database on 127.0.0.1 (an in-memory SQLite database is shared
     with the server thread, as pytest-django's live_server does). Yields its base URL."""
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "127.0.0.1"]
+    request_log = logging.getLogger("django.request")
+    level = request_log.level
+    request_log.setLevel(logging.CRITICAL)  # thousands of 4xx answers, a line each
     shared = {c.alias: c for c in connections.all() if c.vendor == "sqlite" and c.is_in_memory_db()}
     for connection in shared.values():
         connection.inc_thread_sharing()
@@ -77,6 +80,7 @@ def api_server(transactional_db, settings):
         thread.terminate()
         for connection in shared.values():
             connection.dec_thread_sharing()
+        request_log.setLevel(level)
 
 
 def _persona(people, name: str):
@@ -116,7 +120,6 @@ def test_schemathesis_finds_nothing(persona, api_server, people, settings, tmp_p
     # given: a live server whose event streams end quickly, and the persona's data
     settings.API_SSE_MAX_SECONDS = 0.05
     settings.API_SSE_POLL_SECONDS = 0.01
-    logging.getLogger("django.request").setLevel(logging.CRITICAL)  # each 4xx would be a line
     user = _persona(people, persona)
     # when
     result = run_schemathesis(base_url=api_server, authorization=authorization_header(user),
