@@ -151,13 +151,17 @@ def test_unhandled_error_outside_drf_under_api_is_the_error_body(requester, monk
     assert any(body["request_id"] in r.getMessage() for r in caplog.records)
 
 
-def test_unhandled_error_in_a_middleware_under_api_is_the_error_body(requester, settings, caplog):
+@pytest.mark.parametrize("debug", [False, True])  # handler500; with DEBUG, the middleware's backstop
+def test_unhandled_error_in_a_middleware_under_api_is_the_error_body(requester, settings, caplog, debug):
+    settings.DEBUG = debug
     settings.MIDDLEWARE = [*settings.MIDDLEWARE, "tests.api.test_contract_errors.BrokenMiddleware"]
     client = Client(raise_request_exception=False)
     with caplog.at_level(logging.ERROR, logger="agentplatform.api"):
         response = client.get("/api/v1/tools/")
     assert response.status_code == 500
     assert response.json()["code"] == "SERVER_ERROR"
+    assert "a middleware broke" not in response.content.decode()
+    assert any(response.json()["request_id"] in r.getMessage() for r in caplog.records)
     # pages keep Django's own 500 page
     page = client.get("/chat/")
     assert page.status_code == 500 and not page["Content-Type"].startswith("application/json")
