@@ -3,11 +3,10 @@ JSON in and out, the 256 KB body limit, the error body for every error whatever 
 strict serializer fields and pagination."""
 from __future__ import annotations
 
+import datetime
 import re
 import uuid
 from typing import Any
-
-import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError

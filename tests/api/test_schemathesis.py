@@ -111,7 +111,8 @@ def run_schemathesis(*, base_url: str, authorization: str, report: str) -> subpr
         "--generation-database", "none", "--request-timeout", "30", "--no-color",
         "--report", "json,har", "--report-json-path", report, "--report-har-path", report + ".har",
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900,
+    # run in the report's folder: the command keeps a crash cache (.schemathesis/) where it runs
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=config.parent,
                           env={**os.environ, "PYTHONIOENCODING": "utf-8"})
 
 
