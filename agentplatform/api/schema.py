@@ -60,6 +60,8 @@ class ErrorSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="Human-readable explanation.")
     retryable = serializers.BooleanField(help_text="True when the same request may succeed later.")
     errors = serializers.JSONField(required=False, help_text="Field errors (INVALID_ARGUMENTS only).")
+    run_id = serializers.UUIDField(required=False, help_text=(
+        "The run this request worked on, when one is involved: read its real outcome there."))
     request_id = serializers.CharField(required=False, help_text=(
         "SERVER_ERROR only: the id under which the server logged what went wrong; quote it when reporting."))
 
