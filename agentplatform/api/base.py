@@ -66,7 +66,7 @@ def first_lone_surrogate(data: Any) -> str | None:
 class BoundedJSONParser(JSONParser):
     """DRF's JSONParser, plus: JSON nested deeply enough to exhaust the recursion limit is a 400
     MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch); a
-    string with a lone surrogate escape is a 400 INVALID_TEXT (it cannot be encoded as UTF-8, so
+    string with a lone surrogate escape is a 400 INVALID_ARGUMENTS (it cannot be encoded as UTF-8, so
     hashing, storing or forwarding it would fail later)."""
 
     def parse(self, stream, media_type=None, parser_context=None):

@@ -61,7 +61,7 @@ class InvalidText(DomainError):
     """A JSON string of the body holds a lone UTF-16 surrogate (`"\\ud800"` without its pair): valid
     JSON syntax, but not text that can be stored, hashed or sent on (RFC 8259 section 8.2)."""
 
-    code = "INVALID_TEXT"
+    code = "INVALID_ARGUMENTS"  # the code main gives the same fault in a text field (agentplatform.text)
     http_status = 400
 
 

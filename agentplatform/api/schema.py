@@ -22,7 +22,7 @@ from rest_framework import serializers
 from rest_framework.pagination import CursorPagination, PageNumberPagination
 
 ERROR_MEANINGS = {
-    400: ("Malformed JSON (MALFORMED_JSON), text with a lone surrogate (INVALID_TEXT), invalid arguments "
+    400: ("Malformed JSON (MALFORMED_JSON), invalid arguments or text with a lone surrogate "
           "(INVALID_ARGUMENTS, with field `errors`) or a cursor this server did not issue (INVALID_CURSOR)."),
     401: "No or invalid credentials (NOT_AUTHENTICATED, AUTHENTICATION_FAILED).",
     403: "Authenticated but not allowed (PERMISSION_DENIED, APPROVAL_FORBIDDEN, CSRF_FAILED).",

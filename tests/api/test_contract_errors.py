@@ -31,7 +31,7 @@ def auditor(user):
 def test_lone_surrogate_in_body_is_400_invalid_text(api, requester, body, with_key):
     headers = {"HTTP_IDEMPOTENCY_KEY": "k-1"} if with_key else {}
     response = api(requester).post("/api/v1/chat/", data=body, content_type="application/json", **headers)
-    assert_error(response, 400, "INVALID_TEXT")
+    assert_error(response, 400, "INVALID_ARGUMENTS")
 
 
 def test_surrogate_pair_is_ordinary_text(api, requester):
@@ -45,7 +45,7 @@ def test_surrogate_pair_is_ordinary_text(api, requester):
 def test_lone_surrogate_is_refused_by_every_json_endpoint(api, requester, path):
     response = api(requester).post(path, data='{"title": "\\ud800", "token": "\\ud800"}',
                                    content_type="application/json")
-    assert_error(response, 400, "INVALID_TEXT")
+    assert_error(response, 400, "INVALID_ARGUMENTS")
 
 
 @pytest.mark.parametrize("key", ["\ud800", "abc\udfff", "ключ", "a\x00b", "tab\there", "x" * 256, "", "   "])
