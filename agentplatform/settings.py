@@ -76,6 +76,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: nothing under /api/ answers an HTML error page (agentplatform.api.middleware).
+    "agentplatform.api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -205,6 +207,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "agentplatform.runtime.models.Run.Status",
         "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",
+        "RunEventTypeEnum": "agentplatform.runtime.models.RunEvent.Type",
     },
 }
 # Request rates per user (or client IP) and scope, DRF's "N/second|minute|hour|day"; empty = no

@@ -9,3 +9,6 @@ urlpatterns = [
     path("", include("agentplatform.web.urls")),  # /, /chat/, product login/logout (before auth urls)
     path("accounts/", include("django.contrib.auth.urls")),
 ]
+
+# Under /api/ the error body ({"code": "SERVER_ERROR", ...}, request id logged); Django's page elsewhere.
+handler500 = "agentplatform.api.errors.server_error"

@@ -3,15 +3,21 @@ JSON in and out, the 256 KB body limit, the error body for every error whatever 
 strict serializer fields and pagination."""
 from __future__ import annotations
 
+import datetime
+import re
 import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import RegexValidator
+from django.db import models
 from django.db.models import QuerySet
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import ParseError
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
@@ -22,9 +28,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentplatform import correlation
-from agentplatform.api.errors import PayloadTooLarge
+from agentplatform.api.errors import InvalidCursor, InvalidText, PayloadTooLarge
+from agentplatform.api.schema import NO_NUL_PATTERN, NON_BLANK_PATTERN, ApiAutoSchema
+from agentplatform.errors import DomainError, InvalidInput
 from agentplatform.runtime.settle import settle_for
-from agentplatform.errors import DomainError
 from agentplatform.text import unstorable_reason
 
 
@@ -35,15 +42,44 @@ class LengthRequired(DomainError):
     http_status = 411
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def first_lone_surrogate(data: Any) -> str | None:
+    """The first string (key or value) in parsed JSON `data` holding a lone surrogate, else None.
+
+    json.loads joins an escaped pair (`\\ud83d\\ude00`) into one character, so any surrogate left
+    in a str is unpaired. Iterative: the document may be as deep as the parser allowed.
+    """
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 class BoundedJSONParser(JSONParser):
     """DRF's JSONParser, plus: JSON nested deeply enough to exhaust the recursion limit is a 400
-    MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch)."""
+    MALFORMED_JSON, not a 500 (json.loads raises RecursionError, which DRF does not catch); a
+    string with a lone surrogate escape is a 400 INVALID_ARGUMENTS (it cannot be encoded as UTF-8, so
+    hashing, storing or forwarding it would fail later)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - the document is nested too deeply") from None
+        if first_lone_surrogate(data) is not None:
+            raise InvalidText("the JSON body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
+                              "its pair); send text as valid Unicode")
+        return data
 
 
 class ApiView(APIView):
@@ -57,6 +93,7 @@ class ApiView(APIView):
     permission_classes = [IsAuthenticated]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
+    schema = ApiAutoSchema()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         correlation.set_run_id(None)
@@ -91,9 +128,16 @@ class ApiView(APIView):
 class StrictCharField(serializers.CharField):
     """A CharField that refuses numbers and booleans instead of turning them into text, and text
     PostgreSQL cannot store (DRF refuses NUL already; a JSON body can also escape a lone surrogate:
-    agentplatform.text)."""
+    agentplatform.text), with its text rule as a validator drf-spectacular writes into the schema as
+    `pattern`: no NUL, and, unless `allow_blank`, not only whitespace (DRF trims)."""
 
     default_error_messages = {"unstorable": "This text {reason}."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        pattern = NO_NUL_PATTERN if self.allow_blank or not self.trim_whitespace else NON_BLANK_PATTERN
+        message = "must not contain NUL" if pattern is NO_NUL_PATTERN else "must not be blank or contain NUL"
+        self.validators.append(RegexValidator(pattern, message=message))
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -113,12 +157,55 @@ class StrictUUIDField(serializers.UUIDField):
         return super().to_internal_value(data)
 
 
+def query_values(request) -> dict[str, str]:
+    """The query parameters as a plain dict (the last value of a repeated one), for a filter serializer.
+
+    Not the QueryDict itself: DRF reads an empty value of an optional field in form-like input as
+    "absent", while the schema states, and the server then enforces, that a parameter that is sent
+    has a valid value (`?status=` is 400, not the default).
+    """
+    return request.query_params.dict()
+
+
+def strict_page_size(request, *, name: str, default: int, maximum: int) -> int:
+    """`?<name>=` as the schema states it: absent -> `default`; else an integer 1..`maximum`.
+
+    Raises InvalidInput (400 INVALID_ARGUMENTS) otherwise; DRF would silently use the default or
+    the maximum instead.
+    """
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        raise InvalidInput(f"{name} must be an integer from 1 to {maximum}")
+    return int(raw)
+
+
+PAGE_NUMBER = re.compile(r"[0-9]{1,10}")  # ASCII digits; int() alone also reads "١٢"
+MAX_PAGE = 2**31 - 1
+
+
 class PagePagination(PageNumberPagination):
-    """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}."""
+    """`?page=N&page_size=M` (default 20, at most 100) -> {count, next, previous, results}.
+
+    As the schema states: `page` an integer 1..2**31-1 (past the last page: 404), `page_size` 1..100;
+    anything else is 400 INVALID_ARGUMENTS.
+    """
 
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+    last_page_strings = ()
+
+    def get_page_size(self, request) -> int:
+        return strict_page_size(request, name=self.page_size_query_param, default=self.page_size,
+                                maximum=self.max_page_size)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        raw = request.query_params.get(self.page_query_param)
+        if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE):
+            raise InvalidInput(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
+        return super().paginate_queryset(queryset, request, view)
 
 
 def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type[serializers.Serializer],
@@ -127,3 +214,53 @@ def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type
     paginator = view.pagination_class()
     page = paginator.paginate_queryset(queryset, view.request, view=view)
     return paginator.get_paginated_response(serializer_class(page, many=True, context=context).data)
+
+
+class StrictCursorPagination(CursorPagination):
+    """DRF's CursorPagination, refusing with 400 INVALID_CURSOR every cursor it did not issue.
+
+    DRF answers an undecodable cursor with 404 and hands a decodable one's position (`p=`) to the
+    database as it is: `p=notadate` on a datetime ordering was a 500 (issue 15). Here the position
+    must convert to the first ordering field's type (datetimes to an aware UTC datetime, within
+    range), and the cursor carries it in the form this class issues.
+    """
+
+    invalid_cursor_message = "the cursor is not one this server issued; start again without it"
+
+    def get_page_size(self, request) -> int:
+        return strict_page_size(request, name=self.page_size_query_param, default=self.page_size,
+                                maximum=self.max_page_size)
+
+    def paginate_queryset(self, queryset, request, view=None):
+        self._model = queryset.model
+        return super().paginate_queryset(queryset, request, view)
+
+    def decode_cursor(self, request) -> Cursor | None:
+        try:
+            cursor = super().decode_cursor(request)
+        except NotFound:
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        except (UnicodeError, OverflowError):
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        if cursor is None or cursor.position is None:
+            return cursor
+        field = self._model._meta.get_field(self.ordering[0].lstrip("-"))
+        try:
+            position = self._position(field, cursor.position)
+        except (DjangoValidationError, ValueError, TypeError, OverflowError):
+            raise InvalidCursor(self.invalid_cursor_message) from None
+        return Cursor(offset=cursor.offset, reverse=cursor.reverse, position=position)
+
+    @staticmethod
+    def _position(field: models.Field, raw: str) -> str:
+        if "\x00" in raw:
+            raise ValueError("NUL in a cursor position")
+        value = field.to_python(raw)
+        if value is None:
+            raise ValueError("empty cursor position")
+        if isinstance(field, models.DateTimeField):
+            if timezone.is_naive(value):
+                value = timezone.make_aware(value, datetime.timezone.utc)
+            value = value.astimezone(datetime.timezone.utc)  # OverflowError below year 1 / above 9999
+            return value.isoformat()
+        return str(value)

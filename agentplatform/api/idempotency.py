@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,20 +48,27 @@ class Claim:
     replay: bool
 
 
+IDEMPOTENCY_KEY_PATTERN = "^[ -~]*[!-~][ -~]*$"  # printable ASCII, not only spaces (ECMA 262 and Python alike)
+_KEY = re.compile(r"[ -~]*[!-~][ -~]*")
+
+
 def parse_idempotency_key(raw: str | None) -> str | None:
     """Read an Idempotency-Key header value. Returns the key, or None when the header is absent.
 
-    The draft defines the value as a Structured Field String (`"8e03978e-..."`); unquoted values
-    are accepted too because many clients send them. Raises InvalidInput for an empty value, one
-    longer than 255 characters, or characters outside printable ASCII.
+    The rule (also the OpenAPI schema's, IDEMPOTENCY_KEY_PATTERN): after the surrounding spaces an
+    HTTP server strips anyway, 1 to 255 printable ASCII characters, not all spaces. The draft
+    defines the value as a Structured Field String (`"8e03978e-..."`); a quoted value with
+    something between the quotes is unquoted, so both spellings name the same key (many clients
+    send keys unquoted). Raises InvalidInput otherwise.
     """
     if raw is None:
         return None
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
+    value = raw.strip(" \t")
+    if len(value) > MAX_KEY_LENGTH or not _KEY.fullmatch(value):
+        raise InvalidInput(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters, "
+                           "not only spaces")
+    if len(value) > 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
-    if not value or len(value) > MAX_KEY_LENGTH or any(not (" " <= ch <= "~") for ch in value):
-        raise InvalidInput(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters")
     return value
 
 

@@ -16,14 +16,19 @@ SHIPPED_ORDER = "A202607290002"  # acme, SHIPPED
 REFUND_ORDER = "A202607290003"  # acme, PAID
 
 
+def authorization_header(user) -> str:
+    """The `Authorization` header value a program sends as `user` (the one place tests build it)."""
+    return f"Token {api_token_issue(user=user)}"
+
+
 @pytest.fixture
 def api() -> Callable[..., APIClient]:
-    """api(user) -> an APIClient sending `Authorization: Token <key>`; api() -> anonymous."""
+    """api(user) -> an APIClient sending `user`'s API credentials; api() -> anonymous."""
 
     def make(user=None) -> APIClient:
         client = APIClient()
         if user is not None:
-            client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_issue(user=user)}")
+            client.credentials(HTTP_AUTHORIZATION=authorization_header(user))
         return client
 
     return make

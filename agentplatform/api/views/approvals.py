@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
@@ -78,7 +78,7 @@ class ApprovalListApi(ApiView):
                    parameters=[FilterSerializer],
                    responses={200: ApprovalRequestSerializer(many=True), **errors(400, *COMMON, 404)})
     def get(self, request: Request) -> Response:
-        filters = self.FilterSerializer(data=request.query_params)
+        filters = self.FilterSerializer(data=query_values(request))
         filters.is_valid(raise_exception=True)
         if filters.validated_data["status"] == "history":
             rows = requests_history_for(user=request.user)

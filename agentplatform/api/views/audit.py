@@ -10,14 +10,16 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.base import ApiView, StrictCharField, StrictCursorPagination, query_values
 from agentplatform.api.pagination import UniqueKeyCursorPagination
+from agentplatform.errors import InvalidInput
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
 from agentplatform.api.schema import COMMON, errors
 from audit.models import AuditEvent
 from audit.selectors import audit_events_for
 
 EXPORT_PERMISSION = "audit.export_auditevent"
+EXPORT_FORMATS = ("json", "jsonl", "csv")
 
 
 class CanReadAudit(BasePermission):
@@ -29,9 +31,10 @@ class CanReadAudit(BasePermission):
         return bool(request.user.has_perm(EXPORT_PERMISSION))
 
 
-class AuditCursorPagination(UniqueKeyCursorPagination):
+class AuditCursorPagination(UniqueKeyCursorPagination, StrictCursorPagination):
     """Newest first by the tenant's chain position (unique per tenant; the list is always one
-    tenant's); `?cursor=` from `next`/`previous`; `?page_size=` up to 500."""
+    tenant's); `?cursor=` from `next`/`previous` (a cursor the server did not issue is 400
+    INVALID_CURSOR); `?page_size=` up to 500."""
 
     ordering = ("-chain_seq",)
     unique_within = "tenant"
@@ -98,11 +101,18 @@ class AuditEventListApi(ApiView):
                 raise serializers.ValidationError({"to": ["must be after from"]})
             return attrs
 
+    def perform_content_negotiation(self, request: Request, force: bool = False):
+        # `?format=` as the schema states it: one of the renderers' formats (DRF would ignore an
+        # empty value and answer 404 to an unknown one)
+        if not force and "format" in request.query_params and request.query_params["format"] not in EXPORT_FORMATS:
+            raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+        return super().perform_content_negotiation(request, force)
+
     @extend_schema(
         operation_id="audit_events_list", tags=["audit"], summary="The audit trail (filter, page, export)",
         parameters=[FilterSerializer,
                     OpenApiParameter("format", OpenApiTypes.STR, OpenApiParameter.QUERY, required=False,
-                                     enum=["json", "jsonl", "csv"],
+                                     enum=list(EXPORT_FORMATS),
                                      description="json (paginated, default), jsonl or csv (streamed download).")],
         responses={
             (200, "application/json"): AuditEventSerializer(many=True),
@@ -112,7 +122,7 @@ class AuditEventListApi(ApiView):
         },
     )
     def get(self, request: Request):
-        filters = self.FilterSerializer(data=request.query_params)
+        filters = self.FilterSerializer(data=query_values(request))
         filters.is_valid(raise_exception=True)
         f = filters.validated_data
         rows = audit_events_for(tenant_id=request.user.tenant_id, tool=f.get("tool"), username=f.get("user"),

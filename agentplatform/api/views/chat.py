@@ -6,22 +6,24 @@ import re
 from typing import Any, Callable
 
 from django.db import DatabaseError, connection
-
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField
 from agentplatform.api.idempotency import (
+    IDEMPOTENCY_KEY_PATTERN,
+    MAX_KEY_LENGTH,
     http_idempotency_claim,
     http_idempotency_complete,
     http_idempotency_release,
     parse_idempotency_key,
     request_fingerprint,
 )
-from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.schema import BODY, COMMON, NON_BLANK_PATTERN, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import RETRYABLE_RUN_ERRORS, PermissionDenied
 from agentplatform.runtime.loop import RunOutcome
@@ -30,8 +32,12 @@ from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send
 from tools.models import RiskLevel
 
 IDEMPOTENCY_KEY = OpenApiParameter(
-    "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
-    description=("Makes the POST safe to retry (IETF httpapi Idempotency-Key draft), scoped to you; kept 24 h. "
+    "Idempotency-Key", {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH,
+                        "pattern": IDEMPOTENCY_KEY_PATTERN},
+    OpenApiParameter.HEADER, required=False,
+    description=("1 to 255 printable ASCII characters, not only spaces (else 400 INVALID_ARGUMENTS); a quoted "
+                 "Structured Field String names the same key as its content. "
+                 "Makes the POST safe to retry (IETF httpapi Idempotency-Key draft), scoped to you; kept 24 h. "
                  "Same key and body: the stored response is replayed (header `Idempotent-Replayed: true`; "
                  "tokens are not replayed, get a fresh one from /confirmations/{id}/token/). Same key, other "
                  "body: 422. First request still running: 409 IN_PROGRESS."))
@@ -88,6 +94,47 @@ def without_tokens(body: Any) -> Any:
     return body
 
 
+class ChatRequestExtension(OpenApiSerializerExtension):
+    """The chat request's cross-field rule, which drf-spectacular cannot read from `validate()`:
+    either a non-blank `message` without a token, or a `confirmation_token` with the
+    `conversation_id` it belongs to (any `message` then)."""
+
+    target_class = "agentplatform.api.views.chat.ChatInputSerializer"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        token = {"type": "string"}
+        schema["anyOf"] = [
+            {"title": "message", "required": ["message"],
+             "properties": {"message": {"type": "string", "pattern": NON_BLANK_PATTERN}},
+             "not": {"required": ["confirmation_token"], "properties": {"confirmation_token": token}}},
+            {"title": "confirmation", "required": ["confirmation_token", "conversation_id"],
+             "properties": {"confirmation_token": token, "conversation_id": {"type": "string", "format": "uuid"}}},
+        ]
+        return schema
+
+
+@extend_schema_serializer(component_name="ChatRequest")
+class ChatInputSerializer(serializers.Serializer):
+    """A message, or a confirmation token with its conversation (rule: ChatRequestExtension)."""
+
+    conversation_id = StrictUUIDField(required=False, allow_null=True,
+                                      help_text="Omit to start a new conversation; required with confirmation_token.")
+    message = StrictCharField(required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_MESSAGE_CHARS,
+                              help_text="Required and not blank unless confirmation_token is given.")
+    confirmation_token = StrictCharField(required=False, allow_null=True, max_length=200, help_text=(
+        "A one-time token from a pending call: confirms it and resumes its run."))
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("confirmation_token"):
+            if not attrs.get("conversation_id"):
+                raise serializers.ValidationError(
+                    {"conversation_id": ["a confirmation token needs the conversation_id it belongs to"]})
+        elif not (attrs.get("message") or "").strip():
+            raise serializers.ValidationError({"message": ["message must be a non-blank string"]})
+        return attrs
+
+
 class ChatApi(ApiView):
     """Send a message and wait for the run to answer, wait for a confirmation, or fail.
 
@@ -99,22 +146,7 @@ class ChatApi(ApiView):
     throttle_classes = [ApiScopeThrottle]
     throttle_scope = "chat"
 
-    @extend_schema_serializer(component_name="ChatRequest")
-    class InputSerializer(serializers.Serializer):
-        conversation_id = StrictUUIDField(required=False, allow_null=True,
-                                          help_text="Omit to start a new conversation.")
-        message = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
-                                  max_length=MAX_MESSAGE_CHARS)
-        confirmation_token = StrictCharField(required=False, allow_null=True, max_length=200)
-
-        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            if attrs.get("confirmation_token"):
-                if not attrs.get("conversation_id"):
-                    raise serializers.ValidationError(
-                        {"conversation_id": ["a confirmation token needs the conversation_id it belongs to"]})
-            elif not (attrs.get("message") or "").strip():
-                raise serializers.ValidationError({"message": ["message must be a non-blank string"]})
-            return attrs
+    InputSerializer = ChatInputSerializer
 
     @extend_schema_serializer(component_name="ChatResponse")
     class OutputSerializer(serializers.Serializer):
@@ -138,6 +170,13 @@ class ChatApi(ApiView):
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
         request=InputSerializer, parameters=[IDEMPOTENCY_KEY, REQUEST_ID],
+        examples=[
+            OpenApiExample("A question", value={"message": "How many SKU-10001 are in stock?"}, request_only=True),
+            OpenApiExample("A gated call", request_only=True, value={
+                "message": "Please cancel order A202607290001 because it is late"}),
+            OpenApiExample("Confirming a pending call", request_only=True, value={
+                "conversation_id": "3fa85f64-5717-4562-b3fc-2c963f66afa6", "confirmation_token": "<token>"}),
+        ],
         responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
     )
     def post(self, request: Request) -> Response:

@@ -1,6 +1,7 @@
 """Runs: GET /api/v1/runs/{id}/ and the Server-Sent Events of GET /api/v1/runs/{id}/events/."""
 from __future__ import annotations
 
+import re
 import uuid
 
 from django.http import HttpResponse, StreamingHttpResponse
@@ -21,13 +22,14 @@ from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.errors import InvalidInput
-from agentplatform.runtime.models import Run
+from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
 from agentplatform.runtime.services import run_cancel
 from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
 MAX_SEQ = 2**31 - 1
+EVENT_ID_SCHEMA = {"type": "integer", "minimum": 0, "maximum": MAX_SEQ}
 
 
 @extend_schema_serializer(component_name="Run")
@@ -88,6 +90,16 @@ class RunSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+@extend_schema_serializer(component_name="RunEventMessage")
+class RunEventMessageSerializer(serializers.Serializer):
+    """One Server-Sent Event of a run as a client's EventSource reads it (agentplatform.api.sse)."""
+
+    id = serializers.RegexField(r"^[0-9]{1,10}$", help_text="The event's sequence number (send it back as "
+                                                            "Last-Event-ID).")
+    event = serializers.ChoiceField(choices=RunEvent.Type.choices, help_text="The event type.")
+    data = serializers.CharField(help_text="The event's payload: one line of JSON.")
+
+
 class RunDetailApi(ApiView):
     """One of my runs: status, answer or error, and the calls it waits for."""
 
@@ -128,17 +140,33 @@ class RunCancelApi(ApiView):
         return Response(RunSerializer(body).data)
 
 
-def _last_event_id(request: Request) -> int:
-    """The Last-Event-ID header (an EventSource reconnecting), else `?last_event_id=`, else 0."""
-    raw = request.headers.get("Last-Event-ID")
-    if raw is None or not raw.strip():
-        raw = request.query_params.get("last_event_id", "")
-    raw = raw.strip()
-    if not raw:
-        return 0
-    if not raw.isdigit() or int(raw) > MAX_SEQ:
-        raise InvalidInput("Last-Event-ID must be a non-negative integer event sequence number")
+EVENT_ID_PATTERN = re.compile(r"[0-9]{1,10}")  # ASCII only: str.isdigit() also takes "²" and "١"
+
+
+def parse_event_id(raw: str) -> int:
+    """An event sequence number as a client sends it back: 1 to 10 ASCII digits, at most MAX_SEQ.
+
+    Raises InvalidInput (400 INVALID_ARGUMENTS, the code this check always had) otherwise, including for an empty value: a client that sends the field
+    says it has seen an event, and no event has an empty id.
+    """
+    if not EVENT_ID_PATTERN.fullmatch(raw) or int(raw) > MAX_SEQ:
+        raise InvalidInput(f"Last-Event-ID must be an event sequence number: 1 to 10 ASCII digits, "
+                             f"at most {MAX_SEQ}")
     return int(raw)
+
+
+def _last_event_id(request: Request) -> int:
+    """The Last-Event-ID header (an EventSource reconnecting), else `?last_event_id=`, else 0.
+
+    Whichever is present is parsed by `parse_event_id`; the header wins when both are sent.
+    """
+    header = request.headers.get("Last-Event-ID")
+    if header is not None:
+        return parse_event_id(header.strip(" \t"))  # optional whitespace around an HTTP field value
+    query = request.query_params.get("last_event_id")
+    if query is not None:
+        return parse_event_id(query)
+    return 0
 
 
 class RunEventsApi(ApiView):
@@ -156,14 +184,17 @@ class RunEventsApi(ApiView):
             "stream ends after DONE or after at most 60 s (reconnect with Last-Event-ID). 204 when the run "
             "has finished and nothing is left after Last-Event-ID (an EventSource then stops reconnecting)."),
         parameters=[
-            OpenApiParameter("Last-Event-ID", OpenApiTypes.INT, OpenApiParameter.HEADER, required=False,
-                             description="Sequence number of the last event received."),
-            OpenApiParameter("last_event_id", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False,
-                             description="Same as the header, for clients that cannot set headers."),
+            OpenApiParameter("Last-Event-ID", EVENT_ID_SCHEMA, OpenApiParameter.HEADER, required=False,
+                             description=("Sequence number of the last event received: 1 to 10 ASCII digits, at "
+                                          f"most {MAX_SEQ}. Anything else, an empty value included, is 400.")),
+            OpenApiParameter("last_event_id", EVENT_ID_SCHEMA, OpenApiParameter.QUERY, required=False,
+                             description="Same as the header (which wins), for clients that cannot set headers."),
             OpenApiParameter("format", exclude=True),
         ],
         responses={
-            (200, "text/event-stream"): OpenApiResponse(OpenApiTypes.STR, description="The event stream."),
+            (200, "text/event-stream"): OpenApiResponse(RunEventMessageSerializer, description=(
+                "The event stream; the schema describes one event (Open API before 3.2 reads `schema` of an "
+                "event stream so).")),
             204: OpenApiResponse(description="The run finished and no event is left to send."),
             **errors(400, *COMMON, 404),
         },
