@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test serve chat worker beat bench lint clean
+.PHONY: demo test serve dev chat worker beat bench lint clean
 
 $(STAMP): requirements.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (set PY=python3 to use another)"; exit 1; }
@@ -19,7 +19,10 @@ demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite 
 test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
 	$(BIN)/python -m pytest -q -rs
 
-serve: $(STAMP)  ## the web UI and API on http://127.0.0.1:8000 (after `make demo`)
+serve: $(STAMP)  ## production server: gunicorn + uvicorn workers on http://127.0.0.1:8000 (after `make demo`; gunicorn.conf.py)
+	$(BIN)/gunicorn agentplatform.asgi:application --config gunicorn.conf.py
+
+dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.1:8000
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester

@@ -76,6 +76,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Request id (X-Request-ID or new, echoed), correlation fields for log lines, the access line.
+    "agentplatform.ops.logs.RequestContextMiddleware",
+    "agentplatform.ops.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -171,14 +174,24 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 WHITENOISE_AUTOREFRESH = DEBUG
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    # Every log line goes through the same masking as every other exit (agentplatform.redaction).
-    "filters": {"mask": {"()": "agentplatform.redaction.MaskingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask"]}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
-}
+# Structured logs (agentplatform/ops/logs.py): JSON lines with request, tenant, user, run,
+# conversation, tool and tool-call ids; tokens and secrets redacted. LOG_FORMAT=text for people.
+LOG_FORMAT = env_str("LOG_FORMAT", "json")
+LOG_ACCESS = env_bool("LOG_ACCESS", True)
+if LOG_FORMAT not in ("json", "text"):
+    raise ValueError("LOG_FORMAT must be json or text")
+from agentplatform.ops.logs import logging_config  # noqa: E402 - needs nothing from Django
+
+LOGGING = logging_config(fmt=LOG_FORMAT, level=env_str("LOG_LEVEL", "WARNING"), access=LOG_ACCESS)
+
+# --- Metrics and probes (agentplatform/ops/) ----------------------------------
+# GET /metrics: off with METRICS_ENABLED=0; admitted with `Authorization: Bearer $METRICS_TOKEN` or
+# from METRICS_ALLOWED_NETWORKS (CIDRs, default loopback). GET /healthz and /readyz are open.
+METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+METRICS_MAX_LABEL_VALUES = env_int("METRICS_MAX_LABEL_VALUES", 200)
+METRICS_RECENT_SECONDS = env_int("METRICS_RECENT_SECONDS", 900)
 
 # --- REST framework -----------------------------------------------------------
 REST_FRAMEWORK = {

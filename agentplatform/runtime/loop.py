@@ -6,6 +6,7 @@ No database transaction is held across a model call; each state change is saved 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,8 @@ SYSTEM_PROMPT = (
     "6. REJECTED means a human refused the action (the result says who and why); CONFIRMATION_EXPIRED means "
     "nobody decided in time; SUPERSEDED means a newer request replaced it; none of them ran."
 )  # seed 002 section 22, plus rule 6 (DESIGN section 9: keep rejected and expired distinct)
+# The metrics' prompt_version label (seed 002 section 37): which system prompt a run was driven by.
+metrics.PROMPT_VERSION = hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest()[:8]
 
 Listener = Callable[[RunEvent], None]
 
@@ -166,6 +169,7 @@ def run_start(
         Message.objects.create(conversation=conversation, run=run, role="user", content=message)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
     correlation.set_run_id(run.pk)
+    correlation.bind(conversation_id=conversation.pk)
     recorder = EventRecorder(run, listener)
     return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
 
@@ -436,7 +440,7 @@ def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str 
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason
     _save(run, "status", "final_answer", "stop_reason", "state", "iterations")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
-    metrics.LOOP_ITERATIONS.observe(run.iterations)
+    metrics.run_finished(iterations=run.iterations, tenant_id=run.tenant_id)
     return RunOutcome(run)
 
 

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform import correlation
 from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField
 from agentplatform.api.idempotency import (
     http_idempotency_claim,
@@ -152,7 +153,7 @@ class ChatApi(ApiView):
             outcome = chat_send(user=request.user, message=data.get("message") or "",
                                 conversation_id=data.get("conversation_id"),
                                 confirmation_token=data.get("confirmation_token") or None,
-                                request_id=request_id_of(request))
+                                request_id=correlation.request_id() or request_id_of(request))
             return Response(self.OutputSerializer(outcome_body(outcome)).data)
 
         if key is None:
