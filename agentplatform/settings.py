@@ -269,6 +269,9 @@ API_IDEMPOTENCY_LEASE_SECONDS = env_int("API_IDEMPOTENCY_LEASE_SECONDS", 300)
 API_SSE_POLL_SECONDS = env_float("API_SSE_POLL_SECONDS", 0.5)
 API_SSE_MAX_SECONDS = env_float("API_SSE_MAX_SECONDS", 60.0)
 API_SSE_HEARTBEAT_SECONDS = env_float("API_SSE_HEARTBEAT_SECONDS", 15.0)
+# Under the ASGI server, streams share one hub per process (agentplatform/api/sse_hub.py): its
+# queries run on this many threads (each closes its connection after the query).
+API_SSE_DB_THREADS = env_int("API_SSE_DB_THREADS", 2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
 
 # --- Celery -------------------------------------------------------------------
