@@ -29,6 +29,10 @@ errorlog = "-"
 loglevel = os.environ.get("WEB_LOG_LEVEL", "info")
 proc_name = "agentplatform-web"
 
+# PostgreSQL: a connection pool of at most this many connections per worker (settings.py), plus
+# one LISTEN connection per worker for the event streams: 2 workers hold at most 10 in all.
+os.environ.setdefault("DB_POOL_MAX_SIZE", "4")
+
 # prometheus-client multiprocess mode: every worker writes its samples here; /metrics merges them.
 # Must be in the environment before any worker imports prometheus_client.
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",

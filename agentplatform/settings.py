@@ -144,6 +144,12 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Wait for the writer instead of failing at once when threads share the file.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_int("DB_POOL_MAX_SIZE", 0) > 0:
+    # A psycopg connection pool per process (Django 5.1+): the production server bounds its
+    # connections with it (gunicorn.conf.py sets DB_POOL_MAX_SIZE=4 per worker). CONN_MAX_AGE must be 0.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": env_int("DB_POOL_MAX_SIZE", 0), "timeout": env_float("DB_POOL_TIMEOUT", 30.0)}
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ATOMIC_REQUESTS = False
