@@ -3,6 +3,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test serve dev chat worker beat bench lint clean
 
@@ -13,10 +14,15 @@ $(STAMP): requirements.txt
 	$(BIN)/pip install -q -r requirements.txt
 	touch $(STAMP)
 
+# Tests and benchmarks add requirements-dev.txt (pytest, schemathesis, Playwright, httpx, ...).
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(DEV_STAMP)
+
 demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite + offline model
 	$(BIN)/python manage.py demo
 
-test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
+test: $(DEV_STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
 	$(BIN)/python -m pytest -q -rs
 
 serve: $(STAMP)  ## production server: gunicorn + uvicorn workers on http://127.0.0.1:8000 (after `make demo`; gunicorn.conf.py)
@@ -36,7 +42,7 @@ beat: $(STAMP)  ## the Celery beat scheduler: expiry, recovery, pruning (schedul
 	@test -n "$$CELERY_BROKER_URL" || { echo "set CELERY_BROKER_URL, e.g. redis://127.0.0.1:6379/0"; exit 1; }
 	$(BIN)/celery -A agentplatform beat -l info --schedule $(VENV)/celerybeat-schedule
 
-bench: $(STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
+bench: $(DEV_STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
 	$(BIN)/python bench/run_all.py
 
 clean:
