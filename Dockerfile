@@ -17,7 +17,8 @@ COPY . .
 # Static files collected into the image; whitenoise serves them (no separate web server).
 RUN SECRET_KEY=build-only python manage.py collectstatic --noinput -v0 \
     && useradd --create-home --uid 10001 app \
-    && chown -R app /app
+    && mkdir -p /tmp/prometheus \
+    && chown -R app /app /tmp/prometheus
 USER app
 
 EXPOSE 8000

@@ -42,7 +42,8 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
 def on_starting(server):
     """A fresh metrics directory per server start (stale files would add old processes' counts)."""
     path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
-    shutil.rmtree(path, ignore_errors=True)
+    if os.environ.get("PROMETHEUS_MULTIPROC_CLEAR", "1") != "0":  # 0: shared with Celery (compose.yaml)
+        shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
 
 
