@@ -34,16 +34,10 @@ def test_readyz_is_503_when_a_migration_is_missing(client, db, monkeypatch):
 
 
 def test_readyz_checks_the_broker_when_one_is_configured(client, db, settings):
-    from agentplatform.celery import app
-
     # given: a broker nobody listens on
     settings.CELERY_TASK_ALWAYS_EAGER = False
-    old = app.conf.broker_url
-    app.conf.broker_url = "redis://127.0.0.1:1/0"
-    try:
-        response = client.get("/readyz")
-    finally:
-        app.conf.broker_url = old
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["checks"]["broker"]["status"] == "error"
     assert response.json()["checks"]["database"]["status"] == "ok"
@@ -52,3 +46,14 @@ def test_readyz_checks_the_broker_when_one_is_configured(client, db, settings):
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 def test_probes_refuse_writes(client, db, path):
     assert client.post(path).status_code == 405
+
+
+@pytest.mark.services
+def test_readyz_is_200_with_a_reachable_broker(client, db, settings):
+    import os
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json()["checks"]["broker"]["status"] == "ok"
