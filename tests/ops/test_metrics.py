@@ -19,6 +19,13 @@ SECTION_37 = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_label_bounds(monkeypatch):
+    """Each test starts with no label values seen: the suite creates hundreds of tenants, more than
+    METRICS_MAX_LABEL_VALUES, and later ones would count as `_other`."""
+    monkeypatch.setattr(metrics, "_seen", {"tool": set(), "tenant": set()})
+
+
 def sample(name: str, **labels) -> float:
     """Sum of the samples of `name` whose labels include `labels` (0 when none)."""
     total = 0.0
@@ -92,8 +99,7 @@ def test_permission_denied_and_expiry_are_counted(requester, nobody, settings):
     assert sample("agentplatform_tool_confirmation_expired_count_total", tool="cancel_order") == expired + 1
 
 
-def test_label_values_are_bounded(settings, monkeypatch):
-    monkeypatch.setattr(metrics, "_seen", {"tool": set(), "tenant": set()})
+def test_label_values_are_bounded(settings):
     settings.METRICS_MAX_LABEL_VALUES = 3
     assert [metrics.bounded("tool", f"t{i}") for i in range(5)] == ["t0", "t1", "t2", "_other", "_other"]
     assert metrics.bounded("tool", "t1") == "t1"
