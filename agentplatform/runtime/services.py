@@ -6,7 +6,7 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock
+from agentplatform import clock, correlation
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentplatform.redaction import mask_text
 from agentplatform.runtime import loop
