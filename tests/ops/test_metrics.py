@@ -49,7 +49,7 @@ def test_metrics_exposes_the_thirteen_section_37_metrics(client, db):
         assert re.search(rf"^# TYPE {name}(_total)? ", body, re.M), name
 
 
-def test_a_governed_story_moves_the_counters(requester, nobody):
+def test_a_governed_story_moves_the_counters(requester, nobody, settings):
     labels = {"tool": "cancel_order", "tenant": str(requester.tenant_id)}
     before = {name: sample(f"agentplatform_{name}_total", **labels) for name in
               ("tool_selection_count", "tool_execution_count", "tool_success_rate",
@@ -77,9 +77,10 @@ def test_a_governed_story_moves_the_counters(requester, nobody):
     assert sample("agentplatform_tool_execution_duration_ms_count", **labels) > duration_before
     # labels carry section 37's dimensions
     families = {f.name: f for f in REGISTRY.collect()}
-    one = next(s for s in families["agentplatform_tool_execution_count"].samples if s.labels["tool"] == "cancel_order")
+    one = next(s for s in families["agentplatform_tool_execution_count"].samples
+               if s.labels["tool"] == "cancel_order" and s.labels["tenant"] == str(requester.tenant_id))
     assert set(one.labels) == {"tool", "model", "tenant", "scenario", "prompt_version"}
-    assert one.labels["model"] == "offline-planner" and len(one.labels["prompt_version"]) == 8
+    assert one.labels["model"] == settings.LLM_MODEL and len(one.labels["prompt_version"]) == 8
 
 
 def test_permission_denied_and_expiry_are_counted(requester, nobody, settings):
