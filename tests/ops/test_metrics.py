@@ -77,10 +77,11 @@ def test_a_governed_story_moves_the_counters(requester, nobody, settings):
     assert sample("agentplatform_tool_execution_duration_ms_count", **labels) > duration_before
     # labels carry section 37's dimensions
     families = {f.name: f for f in REGISTRY.collect()}
-    one = next(s for s in families["agentplatform_tool_execution_count"].samples
-               if s.labels["tool"] == "cancel_order" and s.labels["tenant"] == str(requester.tenant_id))
-    assert set(one.labels) == {"tool", "model", "tenant", "scenario", "prompt_version"}
-    assert one.labels["model"] == settings.LLM_MODEL and len(one.labels["prompt_version"]) == 8
+    ours = [s for s in families["agentplatform_tool_execution_count"].samples
+            if s.labels["tool"] == "cancel_order" and s.labels["tenant"] == str(requester.tenant_id)
+            and s.labels["model"] == settings.LLM_MODEL and s.name.endswith("_total")]
+    assert ours and all(set(s.labels) == {"tool", "model", "tenant", "scenario", "prompt_version"} for s in ours)
+    assert all(len(s.labels["prompt_version"]) == 8 and s.labels["scenario"] == "-" for s in ours)
 
 
 def test_permission_denied_and_expiry_are_counted(requester, nobody, settings):
