@@ -3,7 +3,7 @@
 One `RunEventHub` per server process (per event loop) holds every open stream of that process:
 
 - New events are learnt from PostgreSQL's `LISTEN agentplatform_run_events` on one connection of
-  the process (the trigger of runtime migration 0004 sends `<run id>:<seq>` on each commit); on
+  the process (the trigger of runtime migration 0005 sends `<run id>:<seq>` on each commit); on
   SQLite the hub polls the runs that have streams every API_SSE_POLL_SECONDS instead.
 - For a run with new events the hub reads them once (one query, whatever the number of streams)
   and hands the same pre-rendered bytes to each stream's queue.

@@ -32,5 +32,5 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runtime", "0003_alter_run_status")]
+    dependencies = [("runtime", "0004_model_call_quota")]
     operations = [migrations.RunPython(forwards, backwards)]
