@@ -3,8 +3,9 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test serve chat worker beat bench lint clean
+.PHONY: demo test serve dev chat worker beat bench lint clean
 
 $(STAMP): requirements.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (set PY=python3 to use another)"; exit 1; }
@@ -13,13 +14,21 @@ $(STAMP): requirements.txt
 	$(BIN)/pip install -q -r requirements.txt
 	touch $(STAMP)
 
+# Tests and benchmarks add requirements-dev.txt (pytest, schemathesis, Playwright, httpx, ...).
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $(DEV_STAMP)
+
 demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite + offline model
 	$(BIN)/python manage.py demo
 
-test: $(STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
+test: $(DEV_STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
 	$(BIN)/python -m pytest -q -rs
 
-serve: $(STAMP)  ## the web UI and API on http://127.0.0.1:8000 (after `make demo`)
+serve: $(STAMP)  ## production server: gunicorn + uvicorn workers on http://127.0.0.1:8000 (after `make demo`; gunicorn.conf.py)
+	$(BIN)/gunicorn agentplatform.asgi:application --config gunicorn.conf.py
+
+dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.1:8000
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
@@ -33,7 +42,7 @@ beat: $(STAMP)  ## the Celery beat scheduler: expiry, recovery, pruning (schedul
 	@test -n "$$CELERY_BROKER_URL" || { echo "set CELERY_BROKER_URL, e.g. redis://127.0.0.1:6379/0"; exit 1; }
 	$(BIN)/celery -A agentplatform beat -l info --schedule $(VENV)/celerybeat-schedule
 
-bench: $(STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
+bench: $(DEV_STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
 	$(BIN)/python bench/run_all.py
 
 clean:

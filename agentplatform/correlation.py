@@ -1,16 +1,25 @@
-"""The run a request is working on, so every error body of chat, confirm and approve can name it
-(issue 8 item 14: a client that gets an error can still learn the real outcome from the run).
+"""What the current request or task works on: its request id, tenant, user, run, conversation,
+tool and tool call, for error bodies (issue 8 item 14: a client that gets an error can still learn
+the real outcome from the run), audit rows and structured log lines (issue 12 item 7).
 
-A context variable: set by the runtime when a run is created or claimed and by the decision
-services when a request's run is known; read by the API when it builds an error body; reset at the
-start of every API request.
+Context variables: the request id, tenant and user are set by `agentplatform.ops.logs.RequestContextMiddleware`
+at the start of every HTTP request (and reset at its end); the run id by the runtime when a run
+is created or claimed and by the decision services when a request's run is known; the
+conversation, tool and tool call by whoever learns them (`bind`). `log_fields()` is what the log
+filter adds to every record.
 """
 from __future__ import annotations
 
 import contextvars
 import uuid
+from typing import Any
 
 _run_id: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar("agentplatform_run_id", default=None)
+_fields: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("agentplatform_log_fields",
+                                                                                default=None)
+
+# The fields `bind` accepts, in the order log lines show them.
+FIELDS = ("request_id", "tenant", "user_id", "conversation_id", "tool", "tool_call_id")
 
 
 def set_run_id(run_id: uuid.UUID | str | None) -> None:
@@ -21,3 +30,44 @@ def set_run_id(run_id: uuid.UUID | str | None) -> None:
 def current_run_id() -> uuid.UUID | None:
     """The run the current request works on, or None."""
     return _run_id.get()
+
+
+def bind(**fields: Any) -> contextvars.Token:
+    """Add or replace correlation fields (names from FIELDS; None removes one) for the current
+    context. Returns the token `reset` takes to restore what was there before. Raises TypeError
+    for an unknown field name."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise TypeError(f"unknown correlation fields: {sorted(unknown)}")
+    merged = dict(_fields.get() or {})
+    for name, value in fields.items():
+        if value is None or value == "":
+            merged.pop(name, None)
+        else:
+            merged[name] = str(value)
+    return _fields.set(merged)
+
+
+def reset(token: contextvars.Token) -> None:
+    """Restore the fields as they were before the `bind` that returned `token`."""
+    _fields.reset(token)
+
+
+def clear() -> None:
+    """Forget every field and the run id (the start of a request or task)."""
+    _fields.set(None)
+    _run_id.set(None)
+
+
+def request_id() -> str:
+    """The current request id ("" outside a request)."""
+    return (_fields.get() or {}).get("request_id", "")
+
+
+def log_fields() -> dict[str, str]:
+    """Every known correlation field as strings, run_id included: what a log line carries."""
+    fields = dict(_fields.get() or {})
+    run_id = _run_id.get()
+    if run_id is not None:
+        fields["run_id"] = str(run_id)
+    return fields

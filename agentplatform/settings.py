@@ -78,6 +78,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost: nothing under /api/ answers an HTML error page (agentplatform.api.middleware).
     "agentplatform.api.middleware.ApiErrorMiddleware",
+    # Request id (X-Request-ID or new, echoed), correlation fields for log lines, the access line.
+    "agentplatform.ops.logs.RequestContextMiddleware",
+    "agentplatform.ops.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -143,6 +146,12 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Wait for the writer instead of failing at once when threads share the file.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_int("DB_POOL_MAX_SIZE", 0) > 0:
+    # A psycopg connection pool per process (Django 5.1+): the production server bounds its
+    # connections with it (gunicorn.conf.py sets DB_POOL_MAX_SIZE=4 per worker). CONN_MAX_AGE must be 0.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": env_int("DB_POOL_MAX_SIZE", 0), "timeout": env_float("DB_POOL_TIMEOUT", 30.0)}
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ATOMIC_REQUESTS = False
@@ -173,14 +182,24 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 WHITENOISE_AUTOREFRESH = DEBUG
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    # Every log line goes through the same masking as every other exit (agentplatform.redaction).
-    "filters": {"mask": {"()": "agentplatform.redaction.MaskingFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask"]}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
-}
+# Structured logs (agentplatform/ops/logs.py): JSON lines with request, tenant, user, run,
+# conversation, tool and tool-call ids; tokens and secrets redacted. LOG_FORMAT=text for people.
+LOG_FORMAT = env_str("LOG_FORMAT", "json")
+LOG_ACCESS = env_bool("LOG_ACCESS", True)
+if LOG_FORMAT not in ("json", "text"):
+    raise ValueError("LOG_FORMAT must be json or text")
+from agentplatform.ops.logs import logging_config  # noqa: E402 - needs nothing from Django
+
+LOGGING = logging_config(fmt=LOG_FORMAT, level=env_str("LOG_LEVEL", "WARNING"), access=LOG_ACCESS)
+
+# --- Metrics and probes (agentplatform/ops/) ----------------------------------
+# GET /metrics: off with METRICS_ENABLED=0; admitted with `Authorization: Bearer $METRICS_TOKEN` or
+# from METRICS_ALLOWED_NETWORKS (CIDRs, default loopback). GET /healthz and /readyz are open.
+METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])
+METRICS_MAX_LABEL_VALUES = env_int("METRICS_MAX_LABEL_VALUES", 200)
+METRICS_RECENT_SECONDS = env_int("METRICS_RECENT_SECONDS", 900)
 
 # --- REST framework -----------------------------------------------------------
 REST_FRAMEWORK = {
@@ -259,6 +278,9 @@ API_IDEMPOTENCY_LEASE_SECONDS = env_int("API_IDEMPOTENCY_LEASE_SECONDS", 300)
 API_SSE_POLL_SECONDS = env_float("API_SSE_POLL_SECONDS", 0.5)
 API_SSE_MAX_SECONDS = env_float("API_SSE_MAX_SECONDS", 60.0)
 API_SSE_HEARTBEAT_SECONDS = env_float("API_SSE_HEARTBEAT_SECONDS", 15.0)
+# Under the ASGI server, streams share one hub per process (agentplatform/api/sse_hub.py): its
+# queries run on this many threads (each closes its connection after the query).
+API_SSE_DB_THREADS = env_int("API_SSE_DB_THREADS", 2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024)
 
 # --- Celery -------------------------------------------------------------------

@@ -2,7 +2,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from agentplatform.ops.health import healthz, readyz
+from agentplatform.ops.metrics import metrics_view
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),  # liveness
+    path("readyz", readyz, name="readyz"),  # readiness: database, migrations, broker
+    path("metrics", metrics_view, name="metrics"),  # Prometheus (METRICS_TOKEN / METRICS_ALLOWED_NETWORKS)
     path("admin/", admin.site.urls),
     path("api/", include("agentplatform.api.urls")),  # REST API /api/v1/, schema, docs
     path("approvals/", include("approvals.urls")),

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentplatform import correlation
 from agentplatform.redaction import mask_json, mask_text
 from audit import metrics
 from audit.chain import CHAIN_FIELDS, insert_chained
@@ -54,7 +55,8 @@ def record(
         tool_name=tool_name,
         status=status,
         policy_decision=policy_decision,
-        request_id=request_id[:64],
+        # The HTTP request that produced this row when the caller did not name one (issue 12 item 7).
+        request_id=(request_id or correlation.request_id())[:64],
         conversation_id=conversation_id,
         run_id=run_id,
         tool_call_id=tool_call_id[:128],
@@ -70,7 +72,7 @@ def record(
     event.chain_seq, event.prev_hash, event.row_hash = insert_chained(
         {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields if f.attname not in CHAIN_FIELDS})
     event._state.adding = False  # stored: a later save() is refused as for any read row
-    metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-")
+    metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-", tenant_id=tenant_id)
     return event
 
 

@@ -1,29 +1,150 @@
-"""Prometheus metrics of seed 002 section 37, fed by the audit writer and the agent loop."""
+"""Prometheus metrics of seed 002 section 37 ("production observation metrics"), fed by the audit
+writer (every audited decision) and the tool pipeline (every governed call).
+
+Names are section 37's, prefixed `agentplatform_`; prometheus-client adds `_total` to counters
+on exposition (`agentplatform_tool_execution_count_total`). Labels are section 37's dimensions:
+tool, model, tenant, scenario and prompt version. Rates are not stored: success and failure are
+counters and a dashboard divides them (`rate(..._success_rate_total) / rate(..._execution_count_total)`),
+which is what the HELP text says.
+
+Label cardinality is bounded: tool names the model invents (TOOL_NOT_FOUND) are `_unknown`; a
+process keeps at most METRICS_MAX_LABEL_VALUES distinct tools and tenants, later ones count as
+`_other`; the model is the configured one; scenario is `-` (runs carry no scenario yet) and the
+prompt version is a short hash of the system prompt (set by the runtime).
+
+Several processes (web workers, Celery workers) add up through prometheus-client's multiprocess
+mode when PROMETHEUS_MULTIPROC_DIR is set (docs/operations.md, "Metrics").
+"""
 from __future__ import annotations
 
+import threading
+
+from django.conf import settings
 from prometheus_client import Counter, Histogram
 
+DIMENSIONS = ("tool", "model", "tenant", "scenario", "prompt_version")
+RUN_DIMENSIONS = ("model", "tenant", "scenario", "prompt_version")
+PROMPT_VERSION = "-"  # replaced by agentplatform.runtime.loop at import (hash of SYSTEM_PROMPT)
+
+
+def _counter(name: str, help_text: str, labels=DIMENSIONS) -> Counter:
+    return Counter(f"agentplatform_{name}", help_text, list(labels))
+
+
+TOOL_SELECTION = _counter("tool_selection_count", "Tool calls the model proposed that entered the governed pipeline")
+TOOL_EXECUTION = _counter("tool_execution_count", "Tool calls executed (the side effect or read ran)")
+TOOL_SUCCESS = _counter("tool_success_rate", (
+    "Executed tool calls that succeeded; a counter: success rate = rate(tool_success_rate_total) / "
+    "rate(tool_execution_count_total)"))
+TOOL_FAILURE = _counter("tool_failure_rate", (
+    "Executed tool calls that failed; a counter: failure rate = rate(tool_failure_rate_total) / "
+    "rate(tool_execution_count_total)"))
+TOOL_ARGUMENT_INVALID = _counter("tool_argument_validation_failure_count",
+                                 "Tool calls refused because their arguments failed validation")
+TOOL_PERMISSION_DENIED = _counter("tool_permission_denied_count",
+                                  "Tool calls refused by permissions, whitelist or policy")
+TOOL_CONFIRMATION_REQUIRED = _counter("tool_confirmation_required_count",
+                                      "Tool calls that needed a confirmation or an approval")
+TOOL_CONFIRMATION_EXPIRED = _counter("tool_confirmation_expired_count",
+                                     "Confirmation requests that expired before a decision")
+TOOL_IDEMPOTENCY_HIT = _counter("tool_idempotency_hit_count",
+                                "Tool calls answered from a stored idempotency record")
+TOOL_DUPLICATE_PREVENTED = _counter("tool_duplicate_execution_prevented_count", (
+    "Executions prevented because the same action ran or is running (idempotency hit, in progress, "
+    "outcome unknown)"))
+TOOL_OUTCOME_UNKNOWN = _counter("tool_outcome_unknown_count", (
+    "Idempotency records found interrupted mid-execution (OUTCOME_UNKNOWN): an administrator must check"),
+    labels=("tool", "tenant"))
+TOOL_RESULT_BYTES = Histogram(
+    "agentplatform_tool_result_size_bytes", "Size of tool results sent to the model (bytes)", list(DIMENSIONS),
+    buckets=(256, 1024, 4096, 16384, 32768, 65536),
+)
+TOOL_DURATION_MS = Histogram(
+    "agentplatform_tool_execution_duration_ms", "Governed tool call duration (milliseconds)", list(DIMENSIONS),
+    buckets=(1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000),
+)
+LOOP_ITERATIONS = Histogram(
+    "agentplatform_tool_loop_iteration_count", "Model calls per finished run", list(RUN_DIMENSIONS),
+    buckets=(1, 2, 3, 4, 6, 8, 12),
+)
+# Every audited decision, by tool, decision and status code (kept from before issue 12).
 TOOL_DECISIONS = Counter(
     "agentplatform_tool_decisions_total", "Audited decisions on tool calls", ["tool", "decision", "status"]
 )
-TOOL_DURATION = Histogram(
-    "agentplatform_tool_execution_duration_seconds", "Governed tool call duration (seconds)", ["tool"]
-)
-TOOL_RESULT_BYTES = Histogram(
-    "agentplatform_tool_result_size_bytes", "Size of tool results sent to the model (bytes)", ["tool"],
-    buckets=(256, 1024, 4096, 16384, 32768, 65536),
-)
-LOOP_ITERATIONS = Histogram(
-    "agentplatform_tool_loop_iteration_count", "Model calls per run", buckets=(1, 2, 3, 4, 6, 8, 12)
-)
+
+# Refusals that mean "not allowed": at the call (DENIED) or at consume time (REFUSED).
+PERMISSION_CODES = frozenset({"PERMISSION_DENIED", "POLICY_DENIED", "TOOL_DISABLED", "TOOL_NOT_ALLOWED"})
+DUPLICATE_CODES = frozenset({"IN_PROGRESS", "OUTCOME_UNKNOWN", "IDEMPOTENCY_CONFLICT"})
+
+_seen: dict[str, set[str]] = {"tool": set(), "tenant": set()}
+_seen_lock = threading.Lock()
 
 
-def audit_decision(*, tool_name: str, decision: str, status: str) -> None:
-    """Count one audited decision."""
+def bounded(kind: str, value: str) -> str:
+    """`value` as a label of `kind` ("tool" or "tenant"), or "_other" once this process has seen
+    METRICS_MAX_LABEL_VALUES distinct ones."""
+    value = (value or "-")[:100]
+    seen = _seen[kind]
+    if value in seen:
+        return value
+    with _seen_lock:
+        if len(seen) >= getattr(settings, "METRICS_MAX_LABEL_VALUES", 200):
+            return "_other"
+        seen.add(value)
+    return value
+
+
+def _labels(*, tool_name: str, tenant_id: int | str | None) -> dict[str, str]:
+    return {"tool": bounded("tool", tool_name), "model": settings.LLM_MODEL[:60],
+            "tenant": bounded("tenant", str(tenant_id) if tenant_id is not None else "-"),
+            "scenario": "-", "prompt_version": PROMPT_VERSION}
+
+
+def audit_decision(*, tool_name: str, decision: str, status: str, tenant_id: int | str | None = None) -> None:
+    """Count one audited decision in TOOL_DECISIONS and in the section-37 counter it stands for.
+
+    decision: an AuditEvent.Decision value; status: the stable result code (ToolResult.code) or
+    the confirmation request's status.
+    """
     TOOL_DECISIONS.labels(tool=tool_name, decision=decision, status=status).inc()
+    if decision == "NOT_FOUND":
+        tool_name = "_unknown"  # a name the model invented: never a label of its own
+    labels = _labels(tool_name=tool_name, tenant_id=tenant_id)
+    if decision in ("EXECUTED", "FAILED"):
+        TOOL_EXECUTION.labels(**labels).inc()
+        (TOOL_SUCCESS if decision == "EXECUTED" else TOOL_FAILURE).labels(**labels).inc()
+    elif decision == "INVALID":
+        TOOL_ARGUMENT_INVALID.labels(**labels).inc()
+    elif decision in ("DENIED", "REFUSED") and status in PERMISSION_CODES:
+        TOOL_PERMISSION_DENIED.labels(**labels).inc()
+    elif decision == "CONFIRMATION_REQUIRED":
+        TOOL_CONFIRMATION_REQUIRED.labels(**labels).inc()
+    elif decision == "EXPIRED" and status != "CONFIRMATION_EXPIRED":
+        # The request's own expiry (approvals); the model being told CONFIRMATION_EXPIRED later is
+        # the same expiry and is not counted again.
+        TOOL_CONFIRMATION_EXPIRED.labels(**labels).inc()
+    elif decision == "IDEMPOTENT_HIT":
+        TOOL_IDEMPOTENCY_HIT.labels(**labels).inc()
+        TOOL_DUPLICATE_PREVENTED.labels(**labels).inc()
+    elif decision == "REFUSED" and status in DUPLICATE_CODES:
+        TOOL_DUPLICATE_PREVENTED.labels(**labels).inc()
+    if status == "OUTCOME_UNKNOWN" and decision == "RECOVERED":
+        TOOL_OUTCOME_UNKNOWN.labels(tool=labels["tool"], tenant=labels["tenant"]).inc()
 
 
-def tool_finished(*, tool_name: str, seconds: float, result_bytes: int) -> None:
-    """Observe one finished tool call: duration in seconds and result size in bytes."""
-    TOOL_DURATION.labels(tool=tool_name).observe(seconds)
-    TOOL_RESULT_BYTES.labels(tool=tool_name).observe(result_bytes)
+def tool_finished(*, tool_name: str, seconds: float, result_bytes: int, tenant_id: int | str | None = None,
+                  selected: bool = True) -> None:
+    """Observe one governed pass of a proposed call: selection, duration (given in seconds, stored
+    in ms) and result size in bytes."""
+    labels = _labels(tool_name=tool_name, tenant_id=tenant_id)
+    if selected:
+        TOOL_SELECTION.labels(**labels).inc()
+    TOOL_DURATION_MS.labels(**labels).observe(seconds * 1000.0)
+    TOOL_RESULT_BYTES.labels(**labels).observe(result_bytes)
+
+
+def run_finished(*, iterations: int, tenant_id: int | str | None) -> None:
+    """Observe the model calls one finished run made."""
+    labels = _labels(tool_name="-", tenant_id=tenant_id)
+    del labels["tool"]
+    LOOP_ITERATIONS.labels(**labels).observe(iterations)

@@ -16,6 +16,7 @@ from django.db import DatabaseError, transaction
 from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
+from agentplatform import correlation
 from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
 from agentplatform.text import unstorable_reason
@@ -266,6 +267,14 @@ class ToolCallingManager:
         offered, a permission lost or a DENY policy refuse the request (REFUSED) and answer the
         model with TOOL_DISABLED / PERMISSION_DENIED / POLICY_DENIED instead of raising.
         """
+        bound = correlation.bind(tool=call.name[:100], tool_call_id=call.id)  # for log lines (issue 12)
+        try:
+            return self._execute_call(ctx, call, offered, turn=turn)
+        finally:
+            correlation.reset(bound)
+
+    def _execute_call(self, ctx: ToolContext, call: ToolCall, offered: dict[str, tuple[ToolSpec, Tool]], *,
+                      turn: dict[tuple[str, str], CallOutcome] | None) -> CallOutcome:
         started = time.perf_counter()
         audit = _CallAudit(ctx, call, started)
         confirmation_id = ctx.confirmations.get(call.id)
@@ -537,7 +546,8 @@ class _CallAudit:
             business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
             message=result.message,
         )
-        metrics.tool_finished(tool_name=self.call.name[:100] or "-", seconds=seconds, result_bytes=len(result.to_json()))
+        metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
+                              seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)
 
     def stop(self, decision: str, result: ToolResult) -> ToolResult:
         self.write(decision, result)

@@ -109,6 +109,8 @@ class ApiView(APIView):
         if length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             raise PayloadTooLarge(f"the request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
         super().initial(request, *args, **kwargs)
+        if request.user.is_authenticated:  # DRF authenticated it: log lines name the user (issue 12)
+            correlation.bind(user_id=request.user.pk, tenant=getattr(request.user, "tenant_id", None))
         # Settle-on-read once the user is known (docs/decisions.md, item 9): nothing this request
         # reads still shows a request past its deadline as waiting.
         settle_for(request.user)

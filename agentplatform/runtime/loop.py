@@ -6,6 +6,7 @@ No database transaction is held across a model call; each state change is saved 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,8 @@ SYSTEM_PROMPT = (
     "6. REJECTED means a human refused the action (the result says who and why); CONFIRMATION_EXPIRED means "
     "nobody decided in time; SUPERSEDED means a newer request replaced it; none of them ran."
 )  # seed 002 section 22, plus rule 6 (DESIGN section 9: keep rejected and expired distinct)
+# The metrics' prompt_version label (seed 002 section 37): which system prompt a run was driven by.
+metrics.PROMPT_VERSION = hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest()[:8]
 
 Listener = Callable[[RunEvent], None]
 
@@ -155,19 +158,33 @@ def run_start(
     proposed calls to the caller (seed 000 section 5.3). Raises ToolPermissionDenied when the model
     proposes a tool the user may not use (after marking the run FAILED).
     """
+    run = run_create(user=user, message=message, conversation=conversation, request_id=request_id,
+                     internal_tool_execution=internal_tool_execution, lease_expires_at=_lease())
+    correlation.set_run_id(run.pk)
+    correlation.bind(conversation_id=conversation.pk)
+    recorder = EventRecorder(run, listener)
+    return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
+
+
+def run_create(*, user, message: str, conversation: Conversation, request_id: str = "",
+               internal_tool_execution: bool | None = None, lease_expires_at=None) -> Run:
+    """Store a new RUNNING run for one user message (and the message), nothing more.
+
+    lease_expires_at: the caller's lease when it drives the run now (run_start); None stores the
+    run parked, for `run_resume` to claim in a worker (POST /chat/ with `Prefer: respond-async`,
+    issue 12 item 3); a parked run whose message was lost is pushed by the recovery sweep.
+    """
     if internal_tool_execution is None:
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
     with transaction.atomic():
         # `internal` is stored from the start: a run recovered after a crash must keep it.
         run = Run.objects.create(tenant_id=user.tenant_id, user=user, conversation=conversation,
-                                 request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=_lease(),
+                                 request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=lease_expires_at,
                                  state={"messages": [{"role": "user", "content": message}],
                                         "internal": internal_tool_execution})
         Message.objects.create(conversation=conversation, run=run, role="user", content=message)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
-    correlation.set_run_id(run.pk)
-    recorder = EventRecorder(run, listener)
-    return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
+    return run
 
 
 _RUN_RELATED = ("tenant", "user", "conversation")
@@ -436,7 +453,7 @@ def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str 
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason
     _save(run, "status", "final_answer", "stop_reason", "state", "iterations")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
-    metrics.LOOP_ITERATIONS.observe(run.iterations)
+    metrics.run_finished(iterations=run.iterations, tenant_id=run.tenant_id)
     return RunOutcome(run)
 
 

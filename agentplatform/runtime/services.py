@@ -6,7 +6,7 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock
+from agentplatform import clock, correlation
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentplatform.redaction import mask_text
 from agentplatform.runtime import loop
@@ -170,3 +170,29 @@ def _uuid_or_none(value) -> uuid.UUID | None:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (TypeError, ValueError, AttributeError):
         return None
+
+
+def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = None, request_id: str = "") -> Run:
+    """Start a run for `message` without waiting for it (POST /chat/ with `Prefer: respond-async`).
+
+    The run is stored RUNNING and parked (no lease); a worker, or a background thread when tasks
+    are eager, claims and drives it (runtime/background.py). Returns the run. Raises InvalidInput
+    (blank or oversized message), NotFound (another user's conversation), PermissionDenied (no
+    tenant). A tool the user may not use fails the run (PERMISSION_DENIED) instead of raising.
+    """
+    from agentplatform.runtime.background import run_drive_later
+
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidInput("message must be a non-blank string")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
+    if conversation_id is None:
+        conversation = conversation_create(user=user, title=message[:60])
+    else:
+        conversation = conversation_get(user=user, conversation_id=conversation_id)
+    with transaction.atomic():
+        run = loop.run_create(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
+                              request_id=request_id)
+        run_drive_later(run_id=run.pk)
+    correlation.set_run_id(run.pk)
+    return run

@@ -26,11 +26,13 @@
     return node;
   }
 
-  /* A client for the API under `base` (e.g. "/api/v1/"): api(method, path, body?) -> Promise of
-   * the JSON answer; a non-2xx answer rejects with an Error carrying code, status and retryable. */
+  /* A client for the API under `base` (e.g. "/api/v1/"): api(method, path, body?, headers?) ->
+   * Promise of the JSON answer; a non-2xx answer rejects with an Error carrying code, status and
+   * retryable. */
   function client(base) {
-    return function api(method, path, body) {
+    return function api(method, path, body, extraHeaders) {
       var headers = { "Accept": "application/json", "X-CSRFToken": csrfToken() };
+      Object.keys(extraHeaders || {}).forEach(function (name) { headers[name] = extraHeaders[name]; });
       if (body !== undefined) { headers["Content-Type"] = "application/json"; }
       return fetch(base + path, {
         method: method, credentials: "same-origin", headers: headers,

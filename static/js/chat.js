@@ -4,7 +4,7 @@
  *   GET  conversations/            the list in the sidebar
  *   POST conversations/            a new conversation, created before its first message is sent
  *   GET  conversations/{id}/       the messages and the latest run of one conversation
- *   POST chat/                     {conversation_id, message} -> {conversation_id, run_id, status, pending}
+ *   POST chat/ (Prefer: respond-async) {conversation_id, message} -> 202 {conversation_id, run_id, events_url}
  *                                  (blocks until the run answers or waits; while it blocks, the page
  *                                  finds the new run as the conversation's latest_run and streams it)
  *   GET  runs/{id}/events/         Server-Sent Events of a run (id = seq; replay with Last-Event-ID)
@@ -254,35 +254,15 @@
     var turn = newTurn(null);
     els.input.value = "";
     ensureConversation(text).then(function (conversationId) {
-      var known = state.latestRunId;
-      var discovering = true;
-      // POST chat/ answers once the run has finished or waits for a person. Meanwhile look for
-      // the run it started (the conversation's newest run) and stream its events live.
-      (function discover() {
-        if (!discovering) { return; }
-        api("GET", "conversations/" + encodeURIComponent(conversationId) + "/").then(function (c) {
-          var run = c.latest_run;
-          if (!discovering || state.conversationId !== conversationId) { return; }
-          if (run && run.id !== known && !turn.runId) { follow(run.id, turn); }
-          else if (!turn.runId) { setTimeout(discover, 400); }
-        }).catch(function () { if (discovering) { setTimeout(discover, 1000); } });
-      })();
-      return api("POST", "chat/", { conversation_id: conversationId, message: text }).then(function (data) {
-        discovering = false;
-        listOf(data.pending).forEach(function (p) { if (p.token) { state.tokens[p.confirmation_id] = p.token; } });
+      // Prefer: respond-async: the API answers 202 with the run at once (the run goes on in a
+      // worker); its events stream follows. Tokens of my own pending calls are fetched when needed
+      // (POST confirmations/{id}/token/).
+      return api("POST", "chat/", { conversation_id: conversationId, message: text },
+                 { "Prefer": "respond-async" }).then(function (data) {
         if (state.conversationId !== conversationId) { return; }  // the person opened another one
         state.latestRunId = data.run_id;
-        if (turn.runId && turn.runId !== data.run_id) {
-          // The newest run was someone else's request (another tab): show ours instead.
-          if (state.streams[turn.runId]) { state.streams[turn.runId].close(); delete state.streams[turn.runId]; }
-          delete state.turns[turn.runId];
-          turn.dispose();
-          var ours = newTurn(null);
-          turn.row.remove();
-          turn = ours;
-        }
         follow(data.run_id, turn);
-      }, function (error) { discovering = false; throw error; });
+      });
     }).catch(function (error) {
       turn.setStatus("", "");
       if (!turn.bubble.querySelector(".turn-error")) {  // the run's own ERROR event may have said it

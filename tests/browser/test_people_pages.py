@@ -38,7 +38,11 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     expect(alice.page.locator("#empty-state")).to_be_visible()
     alice.shot("1-chat-empty")
 
-    _send(alice, "Cancel A202607290001 because the customer changed their mind")
+    # The page sends the non-blocking form (issue 12 item 3): 202 at once, the run follows as events.
+    with alice.page.expect_response(lambda r: r.url.endswith("/api/v1/chat/")) as chat_response:
+        _send(alice, "Cancel A202607290001 because the customer changed their mind")
+    assert chat_response.value.status == 202
+    assert chat_response.value.request.headers.get("prefer") == "respond-async"
 
     card = alice.page.locator("[data-testid=confirmation-card]")
     expect(card).to_be_visible()

@@ -1,4 +1,5 @@
-"""POST /api/v1/chat/: one chat turn (blocking), honouring an Idempotency-Key header."""
+"""POST /api/v1/chat/: one chat turn, blocking or (`Prefer: respond-async`) answered at once with
+202 and the run to follow; honouring an Idempotency-Key header."""
 from __future__ import annotations
 
 import logging
@@ -6,6 +7,7 @@ import re
 from typing import Any, Callable
 
 from django.db import DatabaseError, connection
+from django.urls import reverse
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_serializer
@@ -13,6 +15,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from agentplatform import correlation
 from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField
 from agentplatform.api.idempotency import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -28,7 +31,7 @@ from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import RETRYABLE_RUN_ERRORS, PermissionDenied
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run
-from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send
+from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send, chat_start
 from tools.models import RiskLevel
 
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -47,6 +50,13 @@ logger = logging.getLogger(__name__)
 REQUEST_ID = OpenApiParameter(
     "X-Request-ID", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
     description="Your correlation id (up to 64 of A-Z a-z 0-9 . _ : -), recorded on the run and its audit rows.")
+PREFER = OpenApiParameter(
+    "Prefer", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+    description=("`respond-async` (RFC 7240): answer 202 at once with the run id and its events URL; the run "
+                 "continues in a worker (or a background thread without a broker). Follow it with "
+                 "GET /runs/{id}/events/ (Server-Sent Events) or GET /runs/{id}/. Honoured for messages; a "
+                 "request with `confirmation_token` is answered in the blocking form. The answer then carries "
+                 "`Preference-Applied: respond-async`."))
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
@@ -85,6 +95,21 @@ def outcome_body(outcome: RunOutcome) -> dict[str, Any]:
         "pending": [{**p.public(), "token": p.token} for p in outcome.pending],
         "tool_calls": outcome.tool_calls,
     }
+
+
+def prefers_async(request: Request) -> bool:
+    """True when the Prefer header (RFC 7240) asks for respond-async."""
+    prefer = request.headers.get("Prefer", "")
+    return any(part.split(";")[0].strip().lower() == "respond-async" for part in prefer.split(","))
+
+
+@extend_schema_serializer(component_name="ChatAccepted")
+class AcceptedSerializer(serializers.Serializer):
+    conversation_id = serializers.UUIDField()
+    run_id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=Run.Status.choices, help_text="RUNNING: the run was started.")
+    run_url = serializers.CharField(help_text="GET it for the run's status, answer or pending calls.")
+    events_url = serializers.CharField(help_text="Its Server-Sent Events (text/event-stream), from the first event.")
 
 
 def without_tokens(body: Any) -> Any:
@@ -169,7 +194,7 @@ class ChatApi(ApiView):
 
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",
-        request=InputSerializer, parameters=[IDEMPOTENCY_KEY, REQUEST_ID],
+        request=InputSerializer, parameters=[IDEMPOTENCY_KEY, REQUEST_ID, PREFER],
         examples=[
             OpenApiExample("A question", value={"message": "How many SKU-10001 are in stock?"}, request_only=True),
             OpenApiExample("A gated call", request_only=True, value={
@@ -177,7 +202,8 @@ class ChatApi(ApiView):
             OpenApiExample("Confirming a pending call", request_only=True, value={
                 "conversation_id": "3fa85f64-5717-4562-b3fc-2c963f66afa6", "confirmation_token": "<token>"}),
         ],
-        responses={200: OutputSerializer, **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
+        responses={200: OutputSerializer, 202: AcceptedSerializer,
+                   **errors(*BODY, *COMMON, 404, 409, 410, 422, 503)},
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -187,16 +213,27 @@ class ChatApi(ApiView):
             raise PermissionDenied("a user without a tenant cannot chat")
         data = serializer.validated_data
 
+        def start() -> Response:
+            run = chat_start(user=request.user, message=data.get("message") or "",
+                             conversation_id=data.get("conversation_id"),
+                             request_id=correlation.request_id() or request_id_of(request))
+            run_url = reverse("api:run", kwargs={"run_id": run.pk})
+            body = {"conversation_id": run.conversation_id, "run_id": run.pk, "status": run.status,
+                    "run_url": run_url, "events_url": reverse("api:run-events", kwargs={"run_id": run.pk})}
+            return Response(AcceptedSerializer(body).data, status=202,
+                            headers={"Location": run_url, "Preference-Applied": "respond-async"})
+
         def send() -> Response:
             outcome = chat_send(user=request.user, message=data.get("message") or "",
                                 conversation_id=data.get("conversation_id"),
                                 confirmation_token=data.get("confirmation_token") or None,
-                                request_id=request_id_of(request))
+                                request_id=correlation.request_id() or request_id_of(request))
             return Response(self.OutputSerializer(outcome_body(outcome)).data)
 
+        handler = start if prefers_async(request) and not data.get("confirmation_token") else send
         if key is None:
-            return send()
-        return self._once(request, key, send)
+            return handler()
+        return self._once(request, key, handler)
 
     def _once(self, request: Request, key: str, handler: Callable[[], Response]) -> Response:
         """Run `handler` at most once per (tenant, user, key); replay its stored response after.

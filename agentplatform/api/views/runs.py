@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import uuid
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -21,6 +22,7 @@ from rest_framework.response import Response
 from agentplatform.api.base import ApiView, StrictCharField
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
+from agentplatform.api.sse_hub import run_event_stream_async
 from agentplatform.errors import InvalidInput
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
@@ -204,8 +206,13 @@ class RunEventsApi(ApiView):
         after = _last_event_id(request)
         if run.is_finished and not run_events(run=run, after_seq=after).exists():
             return HttpResponse(status=204)
-        response = StreamingHttpResponse(run_event_stream(run=run, after_seq=after),
-                                         content_type="text/event-stream; charset=utf-8")
+        if isinstance(request._request, ASGIRequest):
+            # The production server: an async stream fed by the process's hub (no thread, no
+            # connection per stream; agentplatform/api/sse_hub.py).
+            body = run_event_stream_async(run_id=run.pk, after_seq=after)
+        else:
+            body = run_event_stream(run=run, after_seq=after)  # WSGI (runserver, test client): polls
+        response = StreamingHttpResponse(body, content_type="text/event-stream; charset=utf-8")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx: pass each event through at once
         return response

@@ -1,0 +1,59 @@
+"""Issue 12 item 6: /healthz (liveness) and /readyz (database, migrations, broker)."""
+from __future__ import annotations
+
+import pytest
+
+from agentplatform.ops import health
+
+
+def test_healthz_answers_without_the_database(client, django_assert_num_queries, db):
+    with django_assert_num_queries(0):
+        response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_checks_database_and_migrations(client, db):
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "ok"
+    assert set(body["checks"]) == {"database", "migrations"}  # eager: no broker to check
+    assert all(check["status"] == "ok" for check in body["checks"].values())
+
+
+def test_readyz_is_503_when_a_migration_is_missing(client, db, monkeypatch):
+    # given: the migration plan is not empty (as after deploying code before `migrate`)
+    monkeypatch.setattr(health.MigrationExecutor, "migration_plan", lambda self, targets: [("app", False)])
+    # when
+    response = client.get("/readyz")
+    # then
+    assert response.status_code == 503
+    assert response.json()["checks"]["migrations"] == {"status": "error", "error": "RuntimeError",
+                                                       "ms": response.json()["checks"]["migrations"]["ms"]}
+
+
+def test_readyz_checks_the_broker_when_one_is_configured(client, db, settings):
+    # given: a broker nobody listens on
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["broker"]["status"] == "error"
+    assert response.json()["checks"]["database"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_probes_refuse_writes(client, db, path):
+    assert client.post(path).status_code == 405
+
+
+@pytest.mark.services
+def test_readyz_is_200_with_a_reachable_broker(client, db, settings):
+    import os
+
+    settings.CELERY_TASK_ALWAYS_EAGER = False
+    settings.CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.content
+    assert response.json()["checks"]["broker"]["status"] == "ok"
