@@ -1,5 +1,6 @@
 import uuid
 from rest_framework.test import APIClient
+from agentplatform.runtime.models import Run
 from agentplatform.runtime import services
 from tests.tools.support import ORDER, REFUND_ORDER
 
@@ -30,4 +31,6 @@ def test_reject_reason_lone_surrogate(transactional_db, requester, approver1):
 def test_cancel_reason_int(requester):
     out = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     r = _api(requester).post(f"/api/v1/runs/{out.run.pk}/cancel/", {"reason": 12345}, format="json")
-    print("int reason", r.status_code, r.json().get("error_message"))
+    # a number is not a reason: refused with the error body, and the run is not cancelled
+    assert (r.status_code, r.json()["code"]) == (400, "INVALID_ARGUMENTS")
+    assert Run.objects.get(pk=out.run.pk).status == Run.Status.AWAITING_CONFIRMATION

@@ -58,26 +58,37 @@ def _read_order(*, tenant_id: int, order_id: str) -> Order:
     return order
 
 
-def order_cancel_precheck(*, tenant_id: int, order_id: str) -> None:
-    """Read-only: can the order be cancelled now? Run before a human is asked and again before
-    execution (ToolSpec.precheck). Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE)."""
-    order = _read_order(tenant_id=tenant_id, order_id=order_id)
+def _require_cancellable(order: Order) -> None:
+    """The cancellation rule, shared by the precheck and the change. Raises ORDER_NOT_CANCELLABLE."""
     if order.status not in CANCELLABLE:
-        raise ToolBusinessError(f"order {order_id} is {order.status} and can no longer be cancelled",
+        raise ToolBusinessError(f"order {order.order_id} is {order.status} and can no longer be cancelled",
                                 code="ORDER_NOT_CANCELLABLE")
 
 
-def order_refund_precheck(*, tenant_id: int, order_id: str, amount: Decimal | None) -> None:
-    """Read-only: can this amount be refunded now (status, refundable remainder)? Raises
-    ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT)."""
-    order = _read_order(tenant_id=tenant_id, order_id=order_id)
+def _refund_value(order: Order, amount: Decimal | None) -> tuple[Decimal, Decimal]:
+    """The refund rule, shared by the precheck and the change: (amount to refund, already refunded).
+    Raises ORDER_NOT_REFUNDABLE or REFUND_EXCEEDS_AMOUNT."""
     if order.status not in REFUNDABLE:
-        raise ToolBusinessError(f"order {order_id} is {order.status} and cannot be refunded", code="ORDER_NOT_REFUNDABLE")
+        raise ToolBusinessError(f"order {order.order_id} is {order.status} and cannot be refunded",
+                                code="ORDER_NOT_REFUNDABLE")
     already = sum((r.amount for r in order.refunds.all()), Decimal("0"))
     value = order.amount - already if amount is None else Decimal(amount)
     if value <= 0 or already + value > order.amount:
         raise ToolBusinessError(f"refund of {value} exceeds the refundable {order.amount - already}",
                                 code="REFUND_EXCEEDS_AMOUNT")
+    return value, already
+
+
+def order_cancel_precheck(*, tenant_id: int, order_id: str) -> None:
+    """Read-only: can the order be cancelled now? Run before a human is asked and again before
+    execution (ToolSpec.precheck). Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE)."""
+    _require_cancellable(_read_order(tenant_id=tenant_id, order_id=order_id))
+
+
+def order_refund_precheck(*, tenant_id: int, order_id: str, amount: Decimal | None) -> None:
+    """Read-only: can this amount be refunded now (status, refundable remainder)? Raises
+    ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT)."""
+    _refund_value(_read_order(tenant_id=tenant_id, order_id=order_id), amount)
 
 
 @transaction.atomic
@@ -88,9 +99,7 @@ def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | N
     Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE), e.g. a shipped order.
     """
     order = _lock_order(tenant_id=tenant_id, order_id=order_id)
-    if order.status not in CANCELLABLE:
-        raise ToolBusinessError(f"order {order_id} is {order.status} and can no longer be cancelled",
-                                code="ORDER_NOT_CANCELLABLE")
+    _require_cancellable(order)
     previous = order.status
     order.status = Order.Status.CANCELLED
     order.save(update_fields=["status", "updated_at"])
@@ -108,13 +117,7 @@ def order_refund(*, tenant_id: int, order_id: str, amount: Decimal | None, reaso
     Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT).
     """
     order = _lock_order(tenant_id=tenant_id, order_id=order_id)
-    if order.status not in REFUNDABLE:
-        raise ToolBusinessError(f"order {order_id} is {order.status} and cannot be refunded", code="ORDER_NOT_REFUNDABLE")
-    already = sum((r.amount for r in order.refunds.all()), Decimal("0"))
-    value = order.amount - already if amount is None else Decimal(amount)
-    if value <= 0 or already + value > order.amount:
-        raise ToolBusinessError(f"refund of {value} exceeds the refundable {order.amount - already}",
-                                code="REFUND_EXCEEDS_AMOUNT")
+    value, already = _refund_value(order, amount)
     refund = Refund.objects.create(tenant_id=tenant_id, order=order, amount=value, reason=reason, requested_by_id=user_id)
     if already + value == order.amount:
         order.status = Order.Status.REFUNDED
