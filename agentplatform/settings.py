@@ -144,8 +144,13 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Wait for the writer instead of failing at once when threads share the file.
+    # Wait for the writer instead of failing at once when threads share the file. IMMEDIATE: a
+    # transaction takes the write lock when it begins (Django 5.1+), so two transactions that both
+    # read and then write cannot fail with an immediate "database is locked" on the upgrade (the
+    # busy timeout does not cover that case); the web process's sweeper, the non-blocking chat's
+    # run thread and page requests share one file in the embedded default.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_int("DB_POOL_MAX_SIZE", 0) > 0:
     # A psycopg connection pool per process (Django 5.1+): the production server bounds its
     # connections with it (gunicorn.conf.py sets DB_POOL_MAX_SIZE=4 per worker). CONN_MAX_AGE must be 0.
