@@ -1,4 +1,6 @@
 """Errors of the confirmation and approval services, with stable codes and HTTP statuses."""
+from dataclasses import dataclass
+
 from agentplatform.errors import Conflict, DomainError, NotFound, PermissionDenied
 
 
@@ -31,3 +33,40 @@ class ReasonRequired(DomainError):
     """A rejection needs a non-blank reason."""
 
     code = "INVALID_ARGUMENTS"
+
+
+class ConsumeRefused(DomainError):
+    """The decision no longer holds at consume time and the call must not run (nothing ran).
+
+    Raised inside the consuming transaction (which rolls back); the caller records it afterwards
+    with `confirmation_refuse`. `code`: POLICY_DENIED, TOOL_DISABLED, PERMISSION_DENIED, a
+    precheck's business code, or IDEMPOTENCY_CONFLICT.
+    """
+
+    code = "CONSUME_REFUSED"
+
+
+@dataclass(frozen=True)
+class Regate:
+    """What a request needs now that the policy in force became stricter than what it carries.
+
+    Raised as `ConfirmationRegated` inside the consuming transaction; the caller applies it after
+    the rollback with `confirmation_regate`. policy: "APPROVERS". quorum: approvals needed now.
+    reason: why, in words for the requester and the audit trail.
+    """
+
+    policy: str
+    quorum: int
+    risk: str
+    ttl_seconds: int
+    reason: str
+
+
+class ConfirmationRegated(DomainError):
+    """The policy in force at consume time is stricter than the decision carried: wait again."""
+
+    code = "CONFIRMATION_REGATED"
+
+    def __init__(self, regate: Regate) -> None:
+        super().__init__(regate.reason)
+        self.regate = regate

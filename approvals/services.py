@@ -11,7 +11,6 @@ import hashlib
 import re
 import secrets
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import models, transaction
@@ -22,6 +21,9 @@ from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from approvals.errors import (
     ApprovalForbidden,
+    ConfirmationRegated,
+    ConsumeRefused,
+    Regate,
     ConfirmationAlreadyDecided,
     ConfirmationExpired,
     ConfirmationNotFound,
@@ -312,43 +314,6 @@ def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> Conf
     if not isinstance(reason, str) or not reason.strip():
         raise ReasonRequired("a rejection needs a reason")
     return _guarded(_decide, actor=approver, request_id=request_id, approve=False, comment=reason.strip())
-
-
-class ConsumeRefused(DomainError):
-    """The decision no longer holds at consume time and the call must not run (nothing ran).
-
-    Raised inside the consuming transaction (which rolls back); the caller records it afterwards
-    with `confirmation_refuse`. `code`: POLICY_DENIED, TOOL_DISABLED, PERMISSION_DENIED, a
-    precheck's business code, or IDEMPOTENCY_CONFLICT.
-    """
-
-    code = "CONSUME_REFUSED"
-
-
-@dataclass(frozen=True)
-class Regate:
-    """What a request needs now that the policy in force became stricter than what it carries.
-
-    Raised as `ConfirmationRegated` inside the consuming transaction; the caller applies it after
-    the rollback with `confirmation_regate`. policy: "APPROVERS". quorum: approvals needed now.
-    reason: why, in words for the requester and the audit trail.
-    """
-
-    policy: str
-    quorum: int
-    risk: str
-    ttl_seconds: int
-    reason: str
-
-
-class ConfirmationRegated(DomainError):
-    """The policy in force at consume time is stricter than the decision carried: wait again."""
-
-    code = "CONFIRMATION_REGATED"
-
-    def __init__(self, regate: Regate) -> None:
-        super().__init__(regate.reason)
-        self.regate = regate
 
 
 def standing_approvals(request: ConfirmationRequest) -> list[Approval]:

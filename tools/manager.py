@@ -21,9 +21,8 @@ from agentplatform.db import retry_on_serialization_failure
 from agentplatform.errors import PermissionDenied
 from agentplatform.text import unstorable_reason
 from approvals import services as approvals
-from approvals.errors import ConfirmationExpired, ConfirmationNotFound
+from approvals.errors import ConfirmationExpired, ConfirmationNotFound, ConfirmationRegated, ConsumeRefused
 from approvals.models import ConfirmationRequest
-from approvals.services import ConfirmationRegated, ConsumeRefused
 from audit import events, metrics
 from tools.context import FenceLost, ToolContext
 from tools.convert import limit_result
