@@ -33,7 +33,8 @@ def retryable_sqlstate(error: BaseException) -> str | None:
     return state if state in RETRYABLE_SQLSTATES else None
 
 
-def retry_on_serialization_failure(fn: Callable[[], T], *, attempts: int = 3, backoff_seconds: float = 0.05) -> T:
+def retry_on_serialization_failure(fn: Callable[[], T], *, attempts: int = 3, backoff_seconds: float = 0.05,
+                                   own_savepoint: bool = False) -> T:
     """Call `fn()` (which opens and commits its own transaction) up to `attempts` times while it
     fails with a serialization failure or a deadlock; return its result.
 
@@ -41,13 +42,17 @@ def retry_on_serialization_failure(fn: Callable[[], T], *, attempts: int = 3, ba
     aborted transaction. Between attempts it sleeps a random 0..backoff_seconds * 2**attempt
     seconds (full jitter), so two transactions that deadlocked do not collide again in lockstep.
 
-    Inside an enclosing atomic block there is nothing to retry: PostgreSQL aborted the *outer*
-    transaction, which only its owner can roll back, so `fn` runs once and the error propagates.
+    Inside an enclosing atomic block, `fn` is retried only when it opens its own `atomic` block
+    (`own_savepoint=True`): the failure then aborted only that savepoint, which Django rolled back,
+    and the enclosing transaction (READ COMMITTED, Django's default: every statement takes a fresh
+    snapshot) can run it again; locks `fn` took are released with its savepoint. Otherwise
+    PostgreSQL aborted the *outer* transaction, which only its owner can roll back, so `fn` runs
+    once and the error propagates.
     Raises the last OperationalError after `attempts` failures, and any other exception at once.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
-    if connection.in_atomic_block:
+    if connection.in_atomic_block and not own_savepoint:
         return fn()
     for attempt in range(1, attempts + 1):
         try:
@@ -132,6 +137,38 @@ def insert_row(model, values: dict, *, conflict_fields: tuple[str, ...] = (), re
     if row is None:
         return None
     return row[0] if returning else True
+
+
+def insert_rows(model, rows: list[dict], *, returning: str | None = None) -> list:
+    """INSERT several rows of `model` in one round trip (one multi-row statement); returns the
+    `returning` column's values in the rows' order (True per row without it).
+
+    rows: as `insert_row`'s values, every row with the same fields. The statement text is built
+    once per model, shape and row count. Raises IntegrityError for a constraint violation (no row
+    is then stored). Model `save()` overrides and signals are not run.
+    """
+    if not rows:
+        return []
+    prepared = [_column_values(model, values, adding=True) for values in rows]
+    columns = prepared[0][0]
+    key = ("insert_many", model._meta.db_table, tuple(columns), returning, len(rows), connection.vendor)
+    sql = _SQL_CACHE.get(key)
+    if sql is None:
+        quote = connection.ops.quote_name
+        one = f"({', '.join(['%s'] * len(columns))})"
+        sql = (f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(map(quote, columns))}) "
+               f"VALUES {', '.join([one] * len(rows))} "
+               f"RETURNING {quote(model._meta.get_field(returning or model._meta.pk.name).column)}")
+        _SQL_CACHE[key] = sql
+    params = [value for _, values in prepared for value in values]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        stored = [row[0] for row in cursor.fetchall()]
+    # PostgreSQL and SQLite return the rows of a multi-row VALUES in their order (Django's
+    # bulk_create relies on the same); checked, since a caller pairs them with its rows.
+    if len(stored) != len(rows):
+        raise AssertionError("multi-row INSERT returned a different number of rows")
+    return stored if returning else [True] * len(rows)
 
 
 def update_row(model, pk, values: dict, *, where: dict | None = None) -> int:

@@ -175,14 +175,14 @@ def confirmation_create(
     return request, raw_token
 
 
-def _lock_by_token(token: str, user) -> ConfirmationRequest:
+def _lock_by_token(token: str, user, conversation_id=None) -> ConfirmationRequest:
     if not isinstance(token, str) or not token or len(token) > 200 or user.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation token")
-    request = (
-        ConfirmationRequest.objects.select_for_update()
-        .filter(token_hash=token_digest(token), tenant_id=user.tenant_id, user_id=user.pk)
-        .first()
-    )
+    found = ConfirmationRequest.objects.select_for_update().filter(
+        token_hash=token_digest(token), tenant_id=user.tenant_id, user_id=user.pk)
+    if conversation_id is not None:
+        found = found.filter(conversation_id=conversation_id)
+    request = found.first()
     if request is None:
         raise ConfirmationNotFound("unknown confirmation token")
     return request
@@ -209,8 +209,8 @@ def _guarded(fn, *, actor, request_id: uuid.UUID | None = None, **kwargs):
 
 
 @transaction.atomic(durable=True)
-def _confirm_by_token(*, actor, token: str, cancel: bool) -> ConfirmationRequest:
-    request = _lock_by_token(token, actor)
+def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) -> ConfirmationRequest:
+    request = _lock_by_token(token, actor, conversation_id)
     correlation.set_run_id(request.run_id)
     now = clock.now()
     try:
@@ -237,14 +237,15 @@ def _confirm_by_token(*, actor, token: str, cancel: bool) -> ConfirmationRequest
     return request
 
 
-def confirmation_confirm(*, token: str, user) -> ConfirmationRequest:
+def confirmation_confirm(*, token: str, user, conversation_id=None) -> ConfirmationRequest:
     """The requester confirms their own gated call with the raw token (seed 002 section 25).
 
+    conversation_id: when given, the token must belong to a request of that conversation.
     Returns the CONFIRMED request; the run resumes after commit. Raises ConfirmationNotFound
-    (unknown token, other user or tenant: 404), ConfirmationExpired (410),
+    (unknown token, other user, tenant or conversation: 404), ConfirmationExpired (410),
     ConfirmationAlreadyDecided (replayed or decided token: 409).
     """
-    return _guarded(_confirm_by_token, actor=user, token=token, cancel=False)
+    return _guarded(_confirm_by_token, actor=user, token=token, cancel=False, conversation_id=conversation_id)
 
 
 def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
@@ -404,7 +405,7 @@ def confirmation_consume(
                                      ttl_seconds=ttl_seconds, reason=why))
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
 def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> ConfirmationRequest | None:
     """Put a CONFIRMED request back to PENDING under the stricter policy in force (new policy,
     quorum and risk, a fresh TTL, the requester's token void; approvals that still stand keep
@@ -426,7 +427,7 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     return request
 
 
-@transaction.atomic(durable=True)
+@transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
 def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str) -> bool:
     """End a CONFIRMED request that could not be consumed (REFUSED, `outcome_code` = code), after
     the consuming transaction rolled back. Audited as REFUSED. Returns False when the request was

@@ -485,7 +485,9 @@ class ToolCallingManager:
         try:
             # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
             # business change, audit row), so running it again executes the side effect once.
-            return retry_on_serialization_failure(consume_and_execute)  # at most 3 attempts
+            # consume_and_execute opens its own atomic block: inside the run's step it is a
+            # savepoint, and a retry runs inside the same step (agentplatform.db).
+            return retry_on_serialization_failure(consume_and_execute, own_savepoint=True)  # at most 3 attempts
         except ConfirmationRegated as regated:
             request = approvals.confirmation_regate(request_id=confirmation_id, regate=regated.regate)
             if request is None:

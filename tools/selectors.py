@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from guardian.utils import get_group_obj_perms_model, get_user_obj_perms_model
@@ -52,6 +52,23 @@ def _offered_rows_sql(*, superuser: bool) -> str:
                 f" JOIN {q(user_groups.db_table)} ug ON ug.{q('group_id')} = g.{q('group_id')}"
                 f" WHERE {use_tool} AND ug.{q(user_groups.get_field('user').column)} = %s"
                 f" AND g.{q('object_pk')} = {object_pk}))")
+    if not superuser:
+        # The user's model permissions ("app_label.codename", direct or through a group), read
+        # once in the same statement (an uncorrelated subquery, evaluated once): Django's
+        # ModelBackend would send two more queries for them on each freshly loaded user (issue 11).
+        user_table = get_user_model()._meta.get_field("user_permissions").remote_field.through._meta
+        content_type = ContentType._meta
+        user_column = q(user_table.get_field("user").column)
+        aggregate = ("string_agg({}, ' ')" if connection.vendor == "postgresql" else "group_concat({}, ' ')").format(
+            f"ct.{q('app_label')} || '.' || pm.{q('codename')}")
+        perms = (f"(SELECT {aggregate} FROM {q(permission.db_table)} pm"
+                   f" JOIN {q(content_type.db_table)} ct ON ct.{q('id')} = pm.{q('content_type_id')}"
+                   f" WHERE pm.{q('id')} IN (SELECT up.{q('permission_id')} FROM {q(user_table.db_table)} up"
+                   f" WHERE up.{user_column} = %s"
+                   f" UNION SELECT gp.{q('permission_id')} FROM {q(Group._meta.get_field('permissions').remote_field.through._meta.db_table)} gp"
+                   f" JOIN {q(user_groups.db_table)} ug2 ON ug2.{q('group_id')} = gp.{q('group_id')}"
+                   f" WHERE ug2.{q(user_groups.get_field('user').column)} = %s))")
+        sql = sql.replace("SELECT ", f"SELECT {perms}, ", 1)
     sql += f" ORDER BY t.{q('name')}"
     _SQL[key] = sql
     return sql
@@ -69,16 +86,23 @@ def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
     if user.tenant_id is None or not user.is_active:
         return {}
     params: list = [user.tenant_id]
+    skip = 0
     if not user.is_superuser:
         content_type = ContentType.objects.get_for_model(Tool).pk  # cached by Django per process
-        params += [content_type, user.pk, content_type, user.pk]
+        params = [user.pk, user.pk] + params + [content_type, user.pk, content_type, user.pk]
+        skip = 1
     names = [f.attname for f in Tool._meta.concrete_fields]
     policy_names = [TenantToolPolicy._meta.get_field(name).attname for name in _TENANT_OVERRIDES]
     with connection.cursor() as cursor:
         cursor.execute(_offered_rows_sql(superuser=user.is_superuser), params)
         rows = cursor.fetchall()
+    if rows and skip and not hasattr(user, "_perm_cache"):
+        # What ModelBackend.get_all_permissions caches on the instance (an active non-superuser's
+        # direct and group permissions): `user.has_perm` below and in the pipeline reads it.
+        user._perm_cache = set((rows[0][0] or "").split())
     offered: dict[str, tuple[ToolSpec, Tool]] = {}
     for values in rows:
+        values = values[skip:]
         row = Tool.from_db(connection.alias, names, values[:len(names)])
         row.tenant_policy = TenantToolPolicy.from_db(connection.alias, policy_names, values[len(names):])
         spec = registry.get(row.name)

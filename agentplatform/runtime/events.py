@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Max
 from django.utils import timezone
 
-from agentplatform.db import insert_row
+from agentplatform.db import insert_row, insert_rows
 from agentplatform.redaction import mask_json, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
@@ -27,6 +27,10 @@ class EventRecorder:
     that lost its lease still writes one, the (run, seq) unique constraint refuses the duplicate
     seq and the recorder continues after the highest stored seq (sequence numbers never collide).
     `listener(event)` is called after each event is stored (the CLI prints them).
+
+    Inside a step of the run (`held()`, one transaction per step: issue 11) events are buffered,
+    written together in one multi-row INSERT when the step ends, and shown to the listener only
+    after that transaction committed: a client is never told about an event a rollback undid.
     """
 
     def __init__(self, run: Run, listener: Callable[[RunEvent], None] | None = None, *,
@@ -39,6 +43,39 @@ class EventRecorder:
         self.seq = last_seq
         self._text = ""
         self._stored_at = _monotonic()
+        self._held: list[RunEvent] | None = None  # buffered inside a step (see `held`)
+        self._told: list[RunEvent] = []  # written, not yet shown to the listener
+
+    def hold(self) -> None:
+        """Start buffering events (a step of the run began its transaction)."""
+        if self._held is None:
+            self._held = []
+
+    def write_held(self) -> None:
+        """Write the buffered events in one INSERT inside the step's transaction; they are shown
+        to the listener by `tell` once it committed. Raises IntegrityError on a seq collision
+        (a lost holder: the step rolls back)."""
+        held, self._held = self._held, None
+        if not held:
+            return
+        ids = insert_rows(RunEvent, [{"run_id": self.run.pk, "seq": e.seq, "type": e.type, "payload": e.payload,
+                                      "created_at": e.created_at} for e in held], returning="id")
+        for event, pk in zip(held, ids):
+            event.id = pk
+            event._state.adding = False
+        self._told.extend(held)
+
+    def drop_held(self, seq: int) -> None:
+        """Forget the buffered and untold events of a step that rolled back; seq: the last seq
+        stored before the step began."""
+        self._held, self._told, self.seq = None, [], seq
+
+    def tell(self) -> None:
+        """Show the committed events to the listener, in order."""
+        told, self._told = self._told, []
+        if self.listener is not None:
+            for event in told:
+                self.listener(event)
 
     def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:
         """Store one event of `type_` with a JSON payload (must not contain a token). Returns it."""
@@ -65,6 +102,10 @@ class EventRecorder:
         payload = mask_json(payload)  # every run event leaves the platform (SSE, API): DESIGN section 8
         self.seq += 1
         event = RunEvent(run=self.run, seq=self.seq, type=type_, payload=payload, created_at=timezone.now())
+        if self._held is not None:
+            self._held.append(event)
+            self._stored_at = _monotonic()
+            return event
         for attempt in range(3):
             try:
                 # One INSERT without the ORM's compile: a resumed run writes about six events per cycle.

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import OuterRef, Subquery
 
 from agentplatform import clock, correlation
@@ -125,6 +125,75 @@ def _lease() -> datetime.datetime:
     return clock.now() + datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
 
 
+def _transaction_usable() -> bool:
+    """False when the current transaction can only be rolled back: Django marked it, or
+    PostgreSQL aborted it (a failed statement outside a savepoint). A database error that a nested
+    `atomic` contained (its savepoint rolled back) leaves it usable."""
+    if connection.needs_rollback:
+        return False
+    if connection.vendor == "postgresql" and connection.connection is not None:
+        from psycopg import pq
+
+        return connection.connection.info.transaction_status != pq.TransactionStatus.INERROR
+    return True
+
+
+class _Step:
+    """One transaction per step of a run (issue 11): everything one step writes commits together,
+    with one WAL flush: the assistant's turn with its confirmation requests, audit rows, events and
+    the run's state; a consumption with its idempotency record, business change, audit row, tool
+    messages and events; a final answer with its message, run state and events. Nothing is
+    committed asynchronously, and no transaction is held across a model call.
+
+    Events emitted inside the step are written in one INSERT at its end and shown to the listener
+    only after the commit. On the way out:
+    - a lost fence (RunClaimLost/FenceLost), or a database error that left the transaction
+      aborted, rolls the whole step back: a holder that lost the run leaves nothing behind, the
+      new holder does the step itself;
+    - any other exception (a refusal raised to the caller, a tool error propagated by
+      TOOLS_PROPAGATE_EXCEPTIONS, a database error a savepoint contained) keeps what the step
+      wrote (the audit rows of the refusal or failure) and then re-raises, as the earlier
+      per-statement commits did; the caller then ends the run in a step of its own.
+    A step inside a step is part of the outer one.
+    """
+
+    def __init__(self, recorder: EventRecorder) -> None:
+        self.recorder = recorder
+        self.outer = False
+
+    def __enter__(self) -> "_Step":
+        if self.recorder._held is not None:
+            return self  # already inside a step: its transaction and its events
+        self.outer = True
+        self.seq = self.recorder.seq
+        self.atomic = transaction.atomic()
+        self.atomic.__enter__()
+        self.recorder.hold()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if not self.outer:
+            return False
+        if exc_type is not None and (issubclass(exc_type, FenceLost) or not _transaction_usable()) \
+                or connection.needs_rollback:
+            self.recorder.drop_held(self.seq)
+            self.atomic.__exit__(exc_type, exc, tb)  # rolls back
+            return False
+        try:
+            self.recorder.write_held()
+        except BaseException as error:
+            self.recorder.drop_held(self.seq)
+            self.atomic.__exit__(type(error), error, error.__traceback__)
+            raise
+        try:
+            self.atomic.__exit__(None, None, None)  # commits
+        except BaseException:
+            self.recorder.drop_held(self.seq)
+            raise
+        self.recorder.tell()
+        return False  # an exception other than the above is re-raised after the commit
+
+
 def _save(run: Run, *fields: str, park: bool = False) -> None:
     """Write `fields` of a run this process holds and renew its lease (None once it stops running,
     or when `park`). Fenced: the UPDATE matches only while the row is RUNNING with the lease this
@@ -162,7 +231,7 @@ def run_start(
                      internal_tool_execution=internal_tool_execution, lease_expires_at=_lease())
     correlation.set_run_id(run.pk)
     correlation.bind(conversation_id=conversation.pk)
-    recorder = EventRecorder(run, listener)
+    recorder = EventRecorder(run, listener, last_seq=0)  # a new run has no events yet
     return _advance(run, build_tool_context(run), recorder, manager or ToolCallingManager())
 
 
@@ -170,6 +239,8 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
                internal_tool_execution: bool | None = None, lease_expires_at=None) -> Run:
     """Store a new RUNNING run for one user message (and the message), nothing more.
 
+    conversation: stored, or new and not saved yet (`services.conversation_new`): it is then
+    created in the same transaction as the run (one commit for a first message).
     lease_expires_at: the caller's lease when it drives the run now (run_start); None stores the
     run parked, for `run_resume` to claim in a worker (POST /chat/ with `Prefer: respond-async`,
     issue 12 item 3); a parked run whose message was lost is pushed by the recovery sweep.
@@ -177,13 +248,18 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
     if internal_tool_execution is None:
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
     with transaction.atomic():
+        if conversation._state.adding:
+            conversation.save(force_insert=True)
+        else:
+            Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
         # `internal` is stored from the start: a run recovered after a crash must keep it.
         run = Run.objects.create(tenant_id=user.tenant_id, user=user, conversation=conversation,
                                  request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=lease_expires_at,
                                  state={"messages": [{"role": "user", "content": message}],
                                         "internal": internal_tool_execution})
         Message.objects.create(conversation=conversation, run=run, role="user", content=message)
-        Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
+    if user.tenant_id is not None and getattr(user, "tenant", None) is not None:
+        run.tenant = user.tenant  # loaded with the user already: no second read for the ToolContext
     return run
 
 
@@ -358,18 +434,12 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
     """Execute the confirmed pending calls, answer the others truthfully (REJECTED with who and
     why, CONFIRMATION_EXPIRED, SUPERSEDED, or the refusal code), append one tool message per
     answered call id. Returns (context, calls still waiting): a call whose policy became stricter
-    since its decision waits again (the run goes back to AWAITING_CONFIRMATION)."""
-    pending: dict[str, str] = run.state.get("pending") or {}
-    ids = set(pending.values())
-    if requests is None or not ids <= set(requests):
-        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(ids))}
-    assistant = run.state["messages"][run.state["assistant_index"]]
-    runnable = (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)
-    confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items() if requests[cid].status in runnable}
-    ctx = build_tool_context(run, confirmations=confirmed)
+    since its decision waits again (the run goes back to AWAITING_CONFIRMATION). One step: the
+    consumption, its business change, audit rows, tool messages, events and the run's state
+    commit together."""
     try:
-        executed = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit, only=set(confirmed)) \
-            if confirmed else None
+        with _Step(recorder):
+            return _answer_pending_step(run, recorder, manager, requests)
     except DomainError as error:
         _fail(run, recorder, error.code, error.message)
         raise
@@ -378,6 +448,20 @@ def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManag
     except Exception as error:  # DESIGN step 9: an error propagated to the caller ends the run too
         _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
         raise
+
+
+def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCallingManager,
+                         requests: dict[str, ConfirmationRequest] | None) -> tuple[ToolContext, list]:
+    pending: dict[str, str] = run.state.get("pending") or {}
+    ids = set(pending.values())
+    if requests is None or not ids <= set(requests):
+        requests = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(ids))}
+    assistant = run.state["messages"][run.state["assistant_index"]]
+    runnable = (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)
+    confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items() if requests[cid].status in runnable}
+    ctx = build_tool_context(run, confirmations=confirmed)
+    executed = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit, only=set(confirmed)) \
+        if confirmed else None
     answers: dict[str, dict[str, Any]] = {}
     waiting = []
     for outcome in executed.outcomes if executed else []:
@@ -445,6 +529,15 @@ def _message_insert(run: Run, *, role: str, content: str, in_memory: bool, tool_
 
 def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str = "stop",
             waiting: list | None = None) -> RunOutcome:
+    """The final answer: its message, the run COMPLETED and the FINAL_TEXT and DONE events, one step."""
+    with _Step(recorder):
+        outcome = _finish_step(run, recorder, answer, stop_reason=stop_reason, waiting=waiting)
+    metrics.run_finished(iterations=run.iterations, tenant_id=run.tenant_id)
+    return outcome
+
+
+def _finish_step(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str, waiting: list | None
+                 ) -> RunOutcome:
     if waiting:  # issue 10 item 11: an answer never claims a waiting action happened unopposed
         answer = llm_pending.qualify_answer(answer, llm_pending.waiting_calls(conversation_id=run.conversation_id))
     answer = mask_text(answer)  # the answer is stored on the run, shown and returned (DESIGN section 8)
@@ -453,11 +546,17 @@ def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str 
     run.status, run.final_answer, run.stop_reason = Run.Status.COMPLETED, answer, stop_reason
     _save(run, "status", "final_answer", "stop_reason", "state", "iterations")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
-    metrics.run_finished(iterations=run.iterations, tenant_id=run.tenant_id)
     return RunOutcome(run)
 
 
 def _fail(run: Run, recorder: EventRecorder, code: str, message: str) -> None:
+    """End the run FAILED with `code`: its ERROR and DONE events, the run's row and the
+    cancellation of its open requests, one step."""
+    with _Step(recorder):
+        _fail_step(run, recorder, code, message)
+
+
+def _fail_step(run: Run, recorder: EventRecorder, code: str, message: str) -> None:
     recorder.emit(RunEvent.Type.ERROR, {"code": code, "message": message[:500]})
     run.status, run.error_code, run.error_message = Run.Status.FAILED, code, message[:500]
     _save(run, "status", "error_code", "error_message", "state", "iterations")
@@ -523,27 +622,30 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
             run.iterations += 1
             if not turn.has_tool_calls:
                 return _finish(run, recorder, turn.content, stop_reason=turn.finish_reason, waiting=waiting)
-            assistant = turn.assistant_message()
-            _append(run, assistant)
-            if not is_eligible(internal, turn):
-                # User-controlled execution (seed 000 section 5.3): hand the calls to the caller.
-                run.status, run.stop_reason = Run.Status.COMPLETED, "tool_calls"
-                _save(run, "status", "stop_reason", "state", "iterations")
-                recorder.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
-                return RunOutcome(run, tool_calls=assistant["tool_calls"])
-            if _refuse_turn(run, ctx, turn, manager, recorder):
+            # One step: the assistant's turn, its tool calls (confirmation requests or executions
+            # with their audit rows), the tool messages, events and the run's state.
+            with _Step(recorder):
+                assistant = turn.assistant_message()
+                _append(run, assistant)
+                if not is_eligible(internal, turn):
+                    # User-controlled execution (seed 000 section 5.3): hand the calls to the caller.
+                    run.status, run.stop_reason = Run.Status.COMPLETED, "tool_calls"
+                    _save(run, "status", "stop_reason", "state", "iterations")
+                    recorder.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
+                    return RunOutcome(run, tool_calls=assistant["tool_calls"])
+                if _refuse_turn(run, ctx, turn, manager, recorder):
+                    _save(run, "state", "iterations")
+                    continue
+                result = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit)
+                for message in result.tool_messages:
+                    _append(run, message)
+                if result.must_wait:
+                    run.state["pending"] = result.pending_calls
+                    run.state["assistant_index"] = len(run.state["messages"]) - 1 - len(result.tool_messages)
+                    run.status = Run.Status.AWAITING_CONFIRMATION
+                    _save(run, "status", "state", "iterations")
+                    return RunOutcome(run, pending=result.pending)
                 _save(run, "state", "iterations")
-                continue
-            result = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit)
-            for message in result.tool_messages:
-                _append(run, message)
-            if result.must_wait:
-                run.state["pending"] = result.pending_calls
-                run.state["assistant_index"] = len(run.state["messages"]) - 1 - len(result.tool_messages)
-                run.status = Run.Status.AWAITING_CONFIRMATION
-                _save(run, "status", "state", "iterations")
-                return RunOutcome(run, pending=result.pending)
-            _save(run, "state", "iterations")
             if result.return_direct:
                 answer = "\n".join(o.result.to_json() for o in result.outcomes)
                 return _finish(run, recorder, answer, stop_reason="return_direct")

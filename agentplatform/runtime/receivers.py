@@ -1,14 +1,34 @@
 """Signal receivers of the runtime: approvals settle a request, the runtime resumes its run."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+from typing import Iterator
 
+from django.conf import settings
 from django.db import transaction
 
 from agentplatform import correlation
 
 
 logger = logging.getLogger(__name__)
+
+# Set while a request resumes the run it just confirmed itself (services._confirm_and_resume):
+# with eager tasks the on-commit resume would run the same run once more in the same request
+# (issue 11: it repeated the claim, an UPDATE and a re-read). With a broker the message is still
+# sent: a worker and the request race for the run, and the compare-and-set claim lets one win.
+_RESUMING_INLINE: contextvars.ContextVar[bool] = contextvars.ContextVar("resuming_inline", default=False)
+
+
+@contextlib.contextmanager
+def resuming_inline() -> Iterator[None]:
+    """Within this block the caller resumes the runs its decisions settle itself (eager tasks only)."""
+    token = _RESUMING_INLINE.set(True)
+    try:
+        yield
+    finally:
+        _RESUMING_INLINE.reset(token)
 
 
 def enqueue_resume_on_commit(sender, *, request_id, run_id, status, **kwargs) -> None:
@@ -22,6 +42,8 @@ def enqueue_resume_on_commit(sender, *, request_id, run_id, status, **kwargs) ->
     """
     if run_id is None:
         return
+    if _RESUMING_INLINE.get() and settings.CELERY_TASK_ALWAYS_EAGER:
+        return  # the caller resumes it right after the commit (resuming_inline)
     transaction.on_commit(lambda: _enqueue(run_id))
 
 

@@ -2,6 +2,7 @@
 the demo call)."""
 from __future__ import annotations
 
+import logging
 import uuid
 
 from django.db import transaction
@@ -11,6 +12,7 @@ from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDen
 from agentplatform.redaction import mask_text
 from agentplatform.runtime import loop
 from agentplatform.runtime.events import EventRecorder
+from agentplatform.runtime.receivers import resuming_inline
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
@@ -23,17 +25,27 @@ from audit import events as audit
 from tools.masking import mask_value
 from tools.manager import PendingConfirmation
 
+logger = logging.getLogger(__name__)
+
 MAX_MESSAGE_CHARS = 8000
+
+
+def conversation_new(*, user, title: str = "") -> Conversation:
+    """A new conversation for `user` in their tenant, not saved yet: the run of its first message
+    stores it in the same transaction (loop.run_create). Raises PermissionDenied without a tenant."""
+    if user.tenant_id is None:
+        raise PermissionDenied("a user without a tenant cannot chat")
+    # User text is stored masked: a token or card number pasted as the first message must not
+    # become the title (issue 9, item 10).
+    return Conversation(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:200])
 
 
 @transaction.atomic
 def conversation_create(*, user, title: str = "") -> Conversation:
     """Create a conversation for `user` in their tenant. Raises PermissionDenied without a tenant."""
-    if user.tenant_id is None:
-        raise PermissionDenied("a user without a tenant cannot chat")
-    # User text is stored masked: a token or card number pasted as the first message must not
-    # become the title (issue 9, item 10).
-    return Conversation.objects.create(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:200])
+    conversation = conversation_new(user=user, title=title)
+    conversation.save(force_insert=True)
+    return conversation
 
 
 def chat_send(
@@ -56,7 +68,7 @@ def chat_send(
     if conversation_id is None:
         if confirmation_token:
             raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
-        conversation = conversation_create(user=user, title=storable_text(message or "")[:60])
+        conversation = conversation_new(user=user, title=storable_text(message or "")[:60])
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     if confirmation_token:
@@ -74,15 +86,22 @@ def chat_send(
 
 
 def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:
-    digest = approvals.token_digest(token) if isinstance(token, str) else ""
-    request = ConfirmationRequest.objects.filter(token_hash=digest, tenant_id=user.tenant_id, user=user).first()
-    if request is None or request.conversation_id != conversation.pk:
-        raise ConfirmationNotFound("no confirmation with this token in this conversation")
-    # Confirming commits and enqueues the resume on commit (eager: it runs right here).
-    approvals.confirmation_confirm(token=token, user=user)
+    # The token is looked up once, locked, inside the decision's transaction, and must belong to
+    # this conversation. The decision commits; this request then resumes the run itself (with
+    # eager tasks the on-commit task stands aside: receivers.resuming_inline).
+    try:
+        with resuming_inline():
+            request = approvals.confirmation_confirm(token=token, user=user, conversation_id=conversation.pk)
+    except ConfirmationNotFound:
+        raise ConfirmationNotFound("no confirmation with this token in this conversation") from None
     try:
         outcome = run_continue(run_id=request.run_id, listener=listener)
     except loop.RunClaimLost:
+        outcome = None
+    except Exception:  # noqa: BLE001 - the decision committed: answer with the run as it stands
+        # The loop already ended the run with the error's code (or left it to recovery); the
+        # decision's answer is not turned into an error (as with the on-commit resume).
+        logger.exception("resume of run %s after its confirmation failed", request.run_id)
         outcome = None
     if outcome is None:
         run = Run.objects.get(pk=request.run_id)
