@@ -171,30 +171,47 @@ def insert_rows(model, rows: list[dict], *, returning: str | None = None) -> lis
     return stored if returning else [True] * len(rows)
 
 
-def update_row(model, pk, values: dict, *, where: dict | None = None) -> int:
+def update_row(model, pk, values: dict, *, where: dict | None = None, returning: tuple[str, ...] = ()):
     """UPDATE the given fields of the `model` row with primary key `pk` in one round trip.
 
     values: field name -> Python value; auto_now fields are not touched unless given. where: extra
     equality conditions, field name -> value (None matches NULL), for a compare-and-set. Returns the
-    number of rows changed (0 or 1). Model `save()` overrides and signals are not run.
+    number of rows changed (0 or 1); with `returning` (field names), the changed row's stored values
+    of those fields as a dict (`UPDATE ... RETURNING`, PostgreSQL and SQLite >= 3.35), or None when
+    no row matched. Model `save()` overrides and signals are not run.
     """
     columns, params = _column_values(model, values, adding=False)
     conditions = [(model._meta.get_field(name), value) for name, value in (where or {}).items()]
     shape = tuple((field.column, value is None) for field, value in conditions)
-    key = ("update", model._meta.db_table, tuple(columns), shape, connection.vendor)
+    back = [model._meta.get_field(name) for name in returning]
+    key = ("update", model._meta.db_table, tuple(columns), shape, tuple(f.column for f in back), connection.vendor)
     sql = _SQL_CACHE.get(key)
     if sql is None:
         quote = connection.ops.quote_name
         assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
         tests = "".join(f" AND {quote(column)} IS NULL" if is_null else f" AND {quote(column)} = %s"
                         for column, is_null in shape)
-        sql = _SQL_CACHE[key] = (f"UPDATE {quote(model._meta.db_table)} SET {assignments} "
-                                 f"WHERE {quote(model._meta.pk.column)} = %s{tests}")
+        sql = (f"UPDATE {quote(model._meta.db_table)} SET {assignments} "
+               f"WHERE {quote(model._meta.pk.column)} = %s{tests}")
+        if back:
+            sql += " RETURNING " + ", ".join(quote(f.column) for f in back)
+        _SQL_CACHE[key] = sql
     params.append(model._meta.pk.get_db_prep_value(pk, connection))
     params += [field.get_db_prep_value(value, connection) for field, value in conditions if value is not None]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.rowcount
+        if not back:
+            return cursor.rowcount
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    converted = {}
+    for field, value in zip(back, row):
+        for converter in connection.ops.get_db_converters(field.get_col(model._meta.db_table)) + \
+                field.get_db_converters(connection):
+            value = converter(value, field.get_col(model._meta.db_table), connection)
+        converted[field.attname] = value
+    return converted
 
 
 # -- what a block of code wrote ----------------------------------------------------------------

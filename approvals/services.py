@@ -116,7 +116,7 @@ def _settle(request: ConfirmationRequest) -> None:
     )
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # inside the run's step: one transaction, no savepoint (issue 11)
 def confirmation_create(
     *,
     tenant_id: int,
@@ -368,16 +368,13 @@ def confirmation_consume(
     request that is not CONFIRMED; ConfirmationRegated, ConsumeRefused as above.
     """
     now = clock.now()
-    consumed = ConfirmationRequest.objects.filter(
-        pk=request_id,
-        status=Status.CONFIRMED,
-        tenant_id=tenant_id,
-        user_id=user_id,
-        conversation_id=conversation_id,
-        tool_name=tool_name,
-        arguments_hash=arguments_hash,
-    ).update(status=Status.CONSUMED, consumed_at=now)
-    if consumed != 1:
+    # One compare-and-set that also returns what the re-evaluation below needs (issue 11).
+    consumed = update_row(
+        ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now},
+        where={"status": Status.CONFIRMED, "tenant_id": tenant_id, "user_id": user_id,
+               "conversation_id": conversation_id, "tool_name": tool_name, "arguments_hash": arguments_hash},
+        returning=("policy", "quorum", "tool"))
+    if consumed is None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
         if request is not None and (request.status == Status.EXPIRED
                                     or (request.status in UNDECIDED and request.expires_at <= now)):
@@ -385,7 +382,8 @@ def confirmation_consume(
         raise ConfirmationNotFound("no consumable confirmation for exactly this call")
     if policy == "DENY":
         raise ConsumeRefused(f"the policy of {tool_name} now denies every call", code="POLICY_DENIED")
-    stored = ConfirmationRequest.objects.select_related("tool").get(pk=request_id)
+    stored = ConfirmationRequest(pk=request_id, tenant_id=tenant_id, user_id=user_id, policy=consumed["policy"],
+                                 quorum=consumed["quorum"], tool_id=consumed["tool_id"])  # tool: read if needed
     needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
     if needed_policy != Policy.APPROVERS:
         return

@@ -19,7 +19,7 @@ from django.db.models import OuterRef, Subquery
 
 from agentplatform import clock, correlation
 from agentplatform.db import insert_row, update_row
-from agentplatform.errors import DomainError
+from agentplatform.errors import DomainError, ModelQuotaExceeded
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
 from agentplatform.llm.types import ModelTurn
@@ -210,6 +210,28 @@ def _save(run: Run, *fields: str, park: bool = False) -> None:
     run.lease_expires_at, run.updated_at = lease, now
 
 
+def _admit_in_step(run: Run) -> None:
+    """Count the run's next model call against the tenant's daily budget inside the current step's
+    transaction (issue 11: no statement and no commit of its own right before the call). A refusal
+    is kept on the run and raised where the model call would be made (`_admission`)."""
+    try:
+        quota.model_call_admit(tenant_id=run.tenant_id)
+    except ModelQuotaExceeded as error:
+        run._admission = error
+    else:
+        run._admission = True
+
+
+def _admission(run: Run) -> None:
+    """Before a model call: use the admission counted in the step before it, or count it now.
+    Raises ModelQuotaExceeded past the tenant's budget."""
+    admitted, run._admission = getattr(run, "_admission", None), None
+    if admitted is None:
+        quota.model_call_admit(tenant_id=run.tenant_id)  # the tenant's daily budget (429 past it)
+    elif isinstance(admitted, Exception):
+        raise admitted
+
+
 def run_start(
     *,
     user,
@@ -228,7 +250,7 @@ def run_start(
     proposes a tool the user may not use (after marking the run FAILED).
     """
     run = run_create(user=user, message=message, conversation=conversation, request_id=request_id,
-                     internal_tool_execution=internal_tool_execution, lease_expires_at=_lease())
+                     internal_tool_execution=internal_tool_execution, lease_expires_at=_lease(), admit=True)
     correlation.set_run_id(run.pk)
     correlation.bind(conversation_id=conversation.pk)
     recorder = EventRecorder(run, listener, last_seq=0)  # a new run has no events yet
@@ -236,7 +258,7 @@ def run_start(
 
 
 def run_create(*, user, message: str, conversation: Conversation, request_id: str = "",
-               internal_tool_execution: bool | None = None, lease_expires_at=None) -> Run:
+               internal_tool_execution: bool | None = None, lease_expires_at=None, admit: bool = False) -> Run:
     """Store a new RUNNING run for one user message (and the message), nothing more.
 
     conversation: stored, or new and not saved yet (`services.conversation_new`): it is then
@@ -247,8 +269,9 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
     """
     if internal_tool_execution is None:
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
+    fresh = conversation._state.adding
     with transaction.atomic():
-        if conversation._state.adding:
+        if fresh:
             conversation.save(force_insert=True)
         else:
             Conversation.objects.filter(pk=conversation.pk).update(updated_at=clock.now())
@@ -258,6 +281,11 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
                                  state={"messages": [{"role": "user", "content": message}],
                                         "internal": internal_tool_execution})
         Message.objects.create(conversation=conversation, run=run, role="user", content=message)
+        if admit:  # the run's first model call follows at once: counted in this transaction
+            _admit_in_step(run)
+    # A conversation created with its first run holds nothing else yet: no memory, nothing
+    # waiting (the loop skips reading them).
+    run._fresh_conversation = fresh
     if user.tenant_id is not None and getattr(user, "tenant", None) is not None:
         run.tenant = user.tenant  # loaded with the user already: no second read for the ToolContext
     return run
@@ -498,6 +526,8 @@ def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCalling
     if still:
         run.status = Run.Status.AWAITING_CONFIRMATION
     _save(run, "status", "state")
+    if not still and run.iterations < settings.AGENT_MAX_ITERATIONS:
+        _admit_in_step(run)  # the model is called next
     if executed is not None and executed.offered is not None:
         # Consuming re-queried the offered tools just now (permissions, tenant policy, risk are
         # re-checked at consume time); the rest of this run is offered the same set.
@@ -505,6 +535,13 @@ def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCalling
     else:
         ctx = ctx.with_confirmations({})
     return ctx, waiting
+
+
+def _excerpt(memory: list[dict[str, Any]], messages: list[dict[str, Any]], limit: int = 3) -> str:
+    """The last `limit` user messages of the conversation (memory, then this run), for approvers
+    to see what led to a request; as runtime.selectors.conversation_excerpt, from memory."""
+    said = [m["content"] for m in [*memory, *messages] if m.get("role") == "user" and isinstance(m.get("content"), str)]
+    return "\n".join(f"user: {text[:300]}" for text in said[-limit:])
 
 
 def _append(run: Run, message: dict[str, Any]) -> None:
@@ -602,9 +639,12 @@ def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCalli
 
 def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolCallingManager, *,
              park: bool = False) -> RunOutcome:
-    waiting = llm_pending.waiting_calls(conversation_id=run.conversation_id)
+    fresh = getattr(run, "_fresh_conversation", False)
+    waiting = [] if fresh else llm_pending.waiting_calls(conversation_id=run.conversation_id)
     system = [{"role": "system", "content": SYSTEM_PROMPT + llm_pending.system_note(waiting)}]
-    memory = memory_messages(conversation=run.conversation, exclude_run=run)
+    memory = [] if fresh else memory_messages(conversation=run.conversation, exclude_run=run)
+    # What approvers see of the conversation, from the messages already in hand (no query).
+    ctx = replace(ctx, conversation_excerpt=lambda: _excerpt(memory, run.state["messages"]))
     try:
         definitions, ctx = manager.resolve(ctx)
         internal = run.state.get("internal", True)
@@ -615,10 +655,11 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 # run, not once per run (one query): a grant revoked meanwhile takes effect now.
                 definitions, ctx = manager.resolve(ctx, refresh=True)
             first = False
-            quota.model_call_admit(tenant_id=run.tenant_id)  # the tenant's daily budget (429 past it)
+            _admission(run)
             turn = complete_in_window(system=system, memory=memory, messages=run.state["messages"],
                                       tools=definitions, on_text=recorder.text)
-            recorder.flush_text()
+            # The rest of the streamed text is stored with the step that follows (its first
+            # event flushes it, in order), not in a statement and a commit of its own.
             run.iterations += 1
             if not turn.has_tool_calls:
                 return _finish(run, recorder, turn.content, stop_reason=turn.finish_reason, waiting=waiting)
@@ -635,6 +676,8 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                     return RunOutcome(run, tool_calls=assistant["tool_calls"])
                 if _refuse_turn(run, ctx, turn, manager, recorder):
                     _save(run, "state", "iterations")
+                    if run.iterations < settings.AGENT_MAX_ITERATIONS:
+                        _admit_in_step(run)
                     continue
                 result = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit)
                 for message in result.tool_messages:
@@ -646,6 +689,8 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                     _save(run, "status", "state", "iterations")
                     return RunOutcome(run, pending=result.pending)
                 _save(run, "state", "iterations")
+                if not result.return_direct and run.iterations < settings.AGENT_MAX_ITERATIONS:
+                    _admit_in_step(run)
             if result.return_direct:
                 answer = "\n".join(o.result.to_json() for o in result.outcomes)
                 return _finish(run, recorder, answer, stop_reason="return_direct")

@@ -15,23 +15,26 @@ from agentplatform.runtime.models import ModelCallCount, TenantModelQuota
 def model_call_admit(*, tenant_id: int) -> int:
     """Count one model call of `tenant_id` today (UTC) and return the day's count.
 
-    The limit is the tenant's TenantModelQuota, else TENANT_MODEL_CALLS_PER_DAY; 0 = no limit (and
-    no write). One upsert (`INSERT ... ON CONFLICT DO UPDATE ... RETURNING`), so racing calls never
-    lose a count. Raises ModelQuotaExceeded (429, Retry-After until 00:00 UTC) past the limit;
-    refused calls are counted too.
+    The limit is the tenant's TenantModelQuota, else TENANT_MODEL_CALLS_PER_DAY; 0 = no limit. One
+    statement: an upsert (`INSERT ... ON CONFLICT DO UPDATE ... RETURNING`, so racing calls never
+    lose a count) that also returns the tenant's override. The agent loop calls it inside the step
+    that precedes the model call (issue 11: no commit of its own). Raises ModelQuotaExceeded (429,
+    Retry-After until 00:00 UTC) past the limit; refused calls are counted too.
     """
-    override = TenantModelQuota.objects.filter(tenant_id=tenant_id).values_list("calls_per_day", flat=True).first()
-    limit = settings.TENANT_MODEL_CALLS_PER_DAY if override is None else override
-    if not limit:
-        return 0
     now = clock.now()
-    table = connection.ops.quote_name(ModelCallCount._meta.db_table)
+    quote = connection.ops.quote_name
+    table = quote(ModelCallCount._meta.db_table)
+    quotas = quote(TenantModelQuota._meta.db_table)
+    tenant_column = quote(TenantModelQuota._meta.get_field("tenant").column)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} (tenant_id, day, calls) VALUES (%s, %s, 1) "
-                       f"ON CONFLICT (tenant_id, day) DO UPDATE SET calls = {table}.calls + 1 RETURNING calls",
-                       [tenant_id, now.date()])
-        calls = cursor.fetchone()[0]
-    if calls > limit:
+                       f"ON CONFLICT (tenant_id, day) DO UPDATE SET calls = {table}.calls + 1 "
+                       f"RETURNING calls, (SELECT q.{quote('calls_per_day')} FROM {quotas} q "
+                       f"WHERE q.{tenant_column} = %s)",
+                       [tenant_id, now.date(), tenant_id])
+        calls, override = cursor.fetchone()
+    limit = settings.TENANT_MODEL_CALLS_PER_DAY if override is None else override
+    if limit and calls > limit:
         midnight = datetime.datetime.combine(now.date() + datetime.timedelta(days=1), datetime.time(),
                                              tzinfo=datetime.timezone.utc)
         raise ModelQuotaExceeded(f"this tenant used its {limit} model calls of today (UTC); try again tomorrow",

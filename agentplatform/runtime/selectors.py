@@ -20,6 +20,14 @@ def _uuid(value) -> uuid.UUID:
         raise NotFound("not found") from exc
 
 
+def conversation_uuid(value) -> uuid.UUID:
+    """`value` as a conversation id. Raises NotFound when it is not a UUID (as an unknown id)."""
+    try:
+        return _uuid(value)
+    except NotFound:
+        raise NotFound("conversation not found") from None
+
+
 def conversations_for(*, user) -> QuerySet[Conversation]:
     """The user's own conversations in their tenant, newest first."""
     return Conversation.objects.filter(tenant_id=user.tenant_id, user=user)

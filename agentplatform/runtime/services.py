@@ -16,7 +16,7 @@ from agentplatform.runtime.receivers import resuming_inline
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
-from agentplatform.runtime.selectors import conversation_get
+from agentplatform.runtime.selectors import conversation_get, conversation_uuid
 from agentplatform.text import storable_text
 from approvals import services as approvals
 from approvals.errors import ConfirmationNotFound
@@ -69,10 +69,13 @@ def chat_send(
         if confirmation_token:
             raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
         conversation = conversation_new(user=user, title=storable_text(message or "")[:60])
+    elif confirmation_token:
+        # The token is looked up with this conversation id, the user and the tenant: only the
+        # user's own request in this conversation matches, so the conversation is not read first.
+        return _confirm_and_resume(user=user, conversation_id=conversation_uuid(conversation_id),
+                                   token=confirmation_token, listener=listener)
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
-    if confirmation_token:
-        return _confirm_and_resume(user=user, conversation=conversation, token=confirmation_token, listener=listener)
     if not isinstance(message, str) or not message.strip():
         raise InvalidInput("message must be a non-blank string")
     message = storable_text(message)  # NUL / lone surrogates: PostgreSQL cannot store them (issue 10)
@@ -85,13 +88,13 @@ def chat_send(
         return _as_it_stands(user=user, run_id=lost.run_id)
 
 
-def _confirm_and_resume(*, user, conversation: Conversation, token: str, listener) -> RunOutcome:
+def _confirm_and_resume(*, user, conversation_id: uuid.UUID, token: str, listener) -> RunOutcome:
     # The token is looked up once, locked, inside the decision's transaction, and must belong to
     # this conversation. The decision commits; this request then resumes the run itself (with
     # eager tasks the on-commit task stands aside: receivers.resuming_inline).
     try:
         with resuming_inline():
-            request = approvals.confirmation_confirm(token=token, user=user, conversation_id=conversation.pk)
+            request = approvals.confirmation_confirm(token=token, user=user, conversation_id=conversation_id)
     except ConfirmationNotFound:
         raise ConfirmationNotFound("no confirmation with this token in this conversation") from None
     try:

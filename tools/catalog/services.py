@@ -91,7 +91,9 @@ def order_refund_precheck(*, tenant_id: int, order_id: str, amount: Decimal | No
     _refund_value(_read_order(tenant_id=tenant_id, order_id=order_id), amount)
 
 
-@transaction.atomic
+# No savepoint of its own: within the governed pipeline a failure rolls back to the pipeline's
+# savepoint (tools.idempotency.run_action); called alone it is its own transaction.
+@transaction.atomic(savepoint=False)
 def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | None) -> dict[str, Any]:
     """Cancel a PAID order (seed 002 section 9 CancelOrderResult).
 
@@ -109,7 +111,7 @@ def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | N
             "cancellation_id": str(record.pk), "cancelled_at": record.cancelled_at.isoformat()}
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # as order_cancel
 def order_refund(*, tenant_id: int, order_id: str, amount: Decimal | None, reason: str,
                  user_id: int | None) -> dict[str, Any]:
     """Refund an order in full or in part. Returns {"order_id", "refund_id", "amount", "current_status"}.
