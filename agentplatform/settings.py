@@ -157,6 +157,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_int
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1, "max_size": env_int("DB_POOL_MAX_SIZE", 0), "timeout": env_float("DB_POOL_TIMEOUT", 30.0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_bool("DB_PREPARED_STATEMENTS", True):
+    # Server-side parameter binding (Django's `server_side_binding`, psycopg 3): statements are sent
+    # with their parameters apart, and psycopg prepares one on the server once it ran
+    # DB_PREPARE_THRESHOLD times on a connection, so the hot path is parsed and planned once per
+    # connection instead of once per call (issue 11; docs/operations.md#database). Behind PgBouncer
+    # in transaction mode this needs PgBouncer >= 1.21 with `max_prepared_statements` set; otherwise
+    # set DB_PREPARED_STATEMENTS=false.
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 2)
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ATOMIC_REQUESTS = False
