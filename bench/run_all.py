@@ -27,6 +27,7 @@ BENCHMARKS = {
     "exactly_once.py": ["--tokens", "50"],
     "audit_chain.py": ["--iterations", "300", "--warmup", "30", "--seconds", "2"],
     "sse_fanout.py": ["--clients", "50", "--events", "20"],
+    "memory_growth.py": ["--cycles", "300", "--warmup", "30", "--every", "100"],
 }
 
 

@@ -101,7 +101,21 @@ def idempotency_execute(
     ToolBusinessError is stored as a FAILED result and replayed like a success. Any other exception
     propagates and rolls the claim back with the caller's transaction.
     Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
+
+    A `read_only` action has no side effect to guard, so it is not claimed first: it runs, and its
+    finished record is stored in one INSERT (issue 11: one statement instead of two); a key already
+    recorded answers from that record as above (the read that ran meanwhile changed nothing).
     """
+    if read_only:
+        result, business_id, succeeded = run_action(action, read_only=True)
+        stored = insert_row(IdempotencyRecord, {
+            "tenant_id": tenant_id, "key": key, "tool_name": tool_name, "arguments_hash": arguments_hash,
+            "status": Status.SUCCEEDED if succeeded else Status.FAILED, "locked_at": clock.now(),
+            "result": result.to_dict(), "business_result_id": business_id,
+        }, conflict_fields=("tenant", "key"))
+        if stored is None:
+            return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
+        return Outcome("EXECUTED", result, business_id)
     record_id = insert_row(IdempotencyRecord, {
         "tenant_id": tenant_id, "key": key, "tool_name": tool_name, "arguments_hash": arguments_hash,
         "status": Status.PROCESSING, "locked_at": clock.now(), "business_result_id": "",
