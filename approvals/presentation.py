@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-LABELS: dict[str, str] = {
+LABELS: dict[str, str] = {  # also the order facts are shown in
+    "refund_amount": "This refund / 本次退款",
+    "full_refund": "Full refund / 全额退款",
     "order_id": "Order / 订单",
     "order_status": "Order status / 订单状态",
-    "currency": "Currency / 币种",
+    "shipped": "Shipped / 已发货",
+    "items": "Items / 商品",
     "order_total": "Order total / 订单金额",
+    "currency": "Currency / 币种",
     "already_refunded": "Already refunded / 已退款",
     "earlier_refunds": "Earlier refunds / 此前退款",
     "refundable_remainder": "Refundable remainder / 可退余额",
-    "refund_amount": "This refund / 本次退款",
-    "full_refund": "Full refund / 全额退款",
-    "shipped": "Shipped / 已发货",
-    "items": "Items / 商品",
     "customer": "Customer / 客户",
     "customer_other_orders": "Customer's other orders / 客户其他订单",
     "customer_refunded_orders": "…of them refunded / 其中已退款",
@@ -45,7 +45,9 @@ def fact_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
     snapshot, live = facts.get("snapshot") or {}, facts.get("live")
     current = live if live is not None else snapshot
     rows = []
-    for name in snapshot:
+    order = list(LABELS)
+    # The database may reorder a JSON object's keys (PostgreSQL jsonb): show known facts in LABELS order.
+    for name in sorted(snapshot, key=lambda n: (order.index(n) if n in order else len(order), n)):
         changed = name in (facts.get("changed") or [])
         rows.append({"name": name, "label": LABELS.get(name, name.replace("_", " ")),
                      "value": fact_text(current.get(name, snapshot[name])), "changed": changed,
