@@ -29,7 +29,8 @@ DEFAULT_EXPONENT = 2
 
 class MoneyInvalid(ToolValidationError):
     """A money argument that cannot be normalised. Becomes INVALID_ARGUMENTS; `reason` is the
-    stable sub-code (AMOUNT_TOO_PRECISE, AMOUNT_NOT_FINITE, AMOUNT_NOT_POSITIVE, AMOUNT_NOT_A_NUMBER)
+    stable sub-code (AMOUNT_TOO_PRECISE, AMOUNT_NOT_FINITE, AMOUNT_NOT_POSITIVE, AMOUNT_NOT_A_NUMBER,
+    AMOUNT_TOO_LARGE)
     and `field` the argument's name, both reported in the result's `data.errors`."""
 
     def __init__(self, message: str, *, reason: str, field: str) -> None:
@@ -48,7 +49,7 @@ def normalize_amount(value: Any, *, currency: str | None, field: str = "amount")
 
     value: Decimal, int, float or numeric string. currency: ISO 4217 code (None: the default
     exponent 2). Raises MoneyInvalid (reason AMOUNT_NOT_A_NUMBER, AMOUNT_NOT_FINITE,
-    AMOUNT_NOT_POSITIVE, AMOUNT_TOO_PRECISE). Examples: ("1e2", CNY) -> 100.00; ("10.000", CNY)
+    AMOUNT_NOT_POSITIVE, AMOUNT_TOO_PRECISE, AMOUNT_TOO_LARGE). Examples: ("1e2", CNY) -> 100.00; ("10.000", CNY)
     -> 10.00; ("10.005", CNY) and ("100.5", JPY) -> AMOUNT_TOO_PRECISE.
     """
     try:
@@ -64,7 +65,7 @@ def normalize_amount(value: Any, *, currency: str | None, field: str = "amount")
     try:
         canonical = amount.quantize(quantum)
     except InvalidOperation:  # more digits than the context can hold: absurdly large
-        raise MoneyInvalid(f"{field} is too large", reason="AMOUNT_NOT_FINITE", field=field) from None
+        raise MoneyInvalid(f"{field} is too large", reason="AMOUNT_TOO_LARGE", field=field) from None
     if canonical != amount:
         code = (currency or DEFAULT_CURRENCY).upper()
         raise MoneyInvalid(
