@@ -29,9 +29,9 @@ class ConfirmationRequestAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin
     date_hierarchy = "created_at"
     list_select_related = ("tenant", "user")
     fieldsets = (
-        (None, {"fields": ("id", "tenant", "user", "status", "summary")}),
+        (None, {"fields": ("id", "tenant", "user", "status", "outcome_code", "summary")}),
         ("Call", {"fields": ("tool_name", "risk", "policy", "quorum", "masked_arguments", "arguments_hash",
-                             "context_excerpt")}),
+                             "approval_context", "context_excerpt")}),
         ("Lifecycle", {"fields": ("created_at", "expires_at", "confirmed_at", "decided_at", "consumed_at")}),
         ("Correlation", {"fields": ("conversation_id", "run_id", "tool_call_id")}),
     )

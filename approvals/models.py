@@ -69,6 +69,10 @@ class ConfirmationRequest(models.Model):
                                        help_text="The call's idempotency key: a newer request with it supersedes.")
     business_object = models.CharField(max_length=200, blank=True,
                                        help_text="The business object the call acts on, when the tool declares it.")
+    approval_context = models.JSONField(
+        default=dict, blank=True,
+        help_text=('What the approvers were shown beside the arguments, masked, captured when the request was '
+                   'created: {"facts": {...}, "written_by_assistant": {argument: text}, "captured_at": ISO time}.'))
 
     class Meta:
         ordering = ["-created_at"]

@@ -5,6 +5,9 @@ Scoping rules (DESIGN section 7, issue 3): same tenant, `approve_tool` held on t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
@@ -81,3 +84,74 @@ def request_as_seen_by_decider(*, user, request_id) -> ConfirmationRequest | Non
     qs = ConfirmationRequest.objects.filter(
         pk=request_id, tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS)
     return _annotated(qs, user).first()
+
+
+# -- the facts beside the arguments (issue 13 items 1 and 7) ------------------------------------
+
+ASSISTANT_TEXT_CAP = 280  # characters of a free-text argument shown before it is cut (with a marker)
+
+_live_facts: Callable[[ConfirmationRequest], dict[str, Any] | None] | None = None
+
+
+def register_live_facts(provider: Callable[[ConfirmationRequest], dict[str, Any] | None]) -> None:
+    """Install the function that recomputes a request's facts now (tools.approval_context.live_facts,
+    registered by tools.apps: approvals sits below tools and never imports it)."""
+    global _live_facts
+    _live_facts = provider
+
+
+def _assistant_text(stored: dict[str, Any]) -> list[dict[str, Any]]:
+    texts = []
+    for name, text in (stored.get("written_by_assistant") or {}).items():
+        text = str(text)
+        texts.append({"field": name, "text": text[:ASSISTANT_TEXT_CAP], "truncated": len(text) > ASSISTANT_TEXT_CAP,
+                      "length": len(text)})
+    return texts
+
+
+def approval_facts(request: ConfirmationRequest, *, live: bool = True) -> dict[str, Any]:
+    """What a person deciding (or told about) `request` is shown beside its arguments.
+
+    Returns {"snapshot": facts captured when the request was created (masked; {} when the tool
+    declares none), "captured_at": ISO time or None, "live": the same facts recomputed now for a
+    request still PENDING (masked; None when ended, not asked for, or unavailable), "changed":
+    names of facts whose live value differs from the snapshot, "written_by_assistant": [{"field",
+    "text" (at most ASSISTANT_TEXT_CAP characters), "truncated", "length"}]: the model's own words,
+    to be shown quoted and labelled, never as the platform's}.
+    Policy (docs/approvals.md): the snapshot is the record of what was shown; an open request's
+    card shows the live values and marks the ones that changed since the request was made.
+    Reads only the request's own tenant (the facts provider is scoped by the stored request).
+    """
+    stored = request.approval_context or {}
+    snapshot = stored.get("facts") or {}
+    current = None
+    if live and _live_facts is not None and request.status == Status.PENDING and snapshot:
+        current = _live_facts(request)
+    changed = sorted(k for k in snapshot if current is not None and current.get(k) != snapshot[k])
+    return {"snapshot": snapshot, "captured_at": stored.get("captured_at"), "live": current, "changed": changed,
+            "written_by_assistant": _assistant_text(stored)}
+
+
+def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
+    """The real ending of a request for people and the API: {"outcome", "code", "label"}.
+
+    outcome: PENDING, CONFIRMED (approved, waiting for its turn to run), EXECUTED (it ran and
+    succeeded, or answered from the record of an identical earlier run: code IDEMPOTENT_HIT),
+    FAILED (it ran and the business refused: code), REFUSED (confirmed, refused at consume time,
+    nothing ran: code), REJECTED (an approver or the requester said no), CANCELLED (the run ended:
+    RUN_ENDED), SUPERSEDED, EXPIRED. A failed call is never EXECUTED (docs/decisions.md).
+    label: what a badge shows, e.g. "FAILED (REFUND_EXCEEDS_AMOUNT)".
+    """
+    code = request.outcome_code or ""
+    if request.status == Status.EXPIRED or (request.status == Status.PENDING and request.expires_at <= clock.now()):
+        outcome = "EXPIRED"
+    elif request.status == Status.CONSUMED:
+        outcome = "EXECUTED" if code in ("", "OK", "IDEMPOTENT_HIT") else "FAILED"
+    elif request.status == Status.CANCELLED:
+        outcome = "CANCELLED" if code == "RUN_ENDED" else "REJECTED"
+    elif request.status in (Status.REFUSED, Status.SUPERSEDED, Status.CONFIRMED, Status.PENDING):
+        outcome = request.status
+    else:
+        outcome = str(request.status)
+    label = f"{outcome} ({code})" if outcome in ("FAILED", "REFUSED") and code else outcome
+    return {"outcome": outcome, "code": code, "label": label}

@@ -137,13 +137,15 @@ def confirmation_create(
     context_excerpt: str = "",
     idempotency_key: str = "",
     business_object: str = "",
+    approval_context: dict[str, Any] | None = None,
 ) -> tuple[ConfirmationRequest, str | None]:
     """Create a PENDING request for one gated call; older open requests for the same business
     action (same idempotency key, or same declared business object) become SUPERSEDED.
 
     Returns (request, raw_token). The raw token (256 random bits, url-safe) exists only for
     requester-confirmed calls and is returned once; only its SHA-256 is stored. Approver-gated
-    requests return None as the token.
+    requests return None as the token. approval_context: the tool's facts and the assistant's
+    free text, already masked by the caller (approvals.selectors.approval_facts reads it).
     """
     raw_token = None
     digest = None
@@ -170,6 +172,7 @@ def confirmation_create(
         expires_at=clock.now() + datetime.timedelta(seconds=ttl_seconds),
         idempotency_key=idempotency_key[:128],
         business_object=business_object[:200],
+        approval_context=approval_context or {},
     )
     confirmations_supersede(request=request)
     return request, raw_token

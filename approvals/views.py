@@ -16,11 +16,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from agentplatform import clock
 from agentplatform.errors import DomainError, NotFound
 from approvals import selectors, services
 from approvals.forms import ApproveForm, RejectForm
 from approvals.models import Approval, ConfirmationRequest
+from approvals.presentation import fact_rows
 
 HISTORY_PAGE_SIZE = 25
 
@@ -34,33 +34,30 @@ REFUSALS = {
 }
 
 
-def _argument_items(arguments: Any) -> list[tuple[str, str]]:
-    """Masked arguments as (name, text) pairs for display; non-strings are shown as JSON."""
+def _argument_items(arguments: Any, *, exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """Masked arguments as (name, text) pairs for display; non-strings are shown as JSON, an
+    omitted optional argument as "not given". `exclude`: free text shown apart (written by the
+    assistant)."""
     if not isinstance(arguments, dict):
         return [("", json.dumps(arguments, ensure_ascii=False))]
-    return [(str(k), v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)) for k, v in arguments.items()]
+    return [(str(k), v if isinstance(v, str) else "— not given / 未填写" if v is None
+             else json.dumps(v, ensure_ascii=False))
+            for k, v in arguments.items() if k not in exclude]
 
 
 def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
-    """Attach display fields: argument_items, decisions, my_decision, display_status."""
-    row.argument_items = _argument_items(row.masked_arguments)
+    """Attach display fields: facts (approval_facts), fact_rows, assistant_texts, argument_items,
+    decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of)."""
+    row.facts = selectors.approval_facts(row, live=row.status == ConfirmationRequest.Status.PENDING)
+    row.fact_rows = fact_rows(row.facts)
+    row.assistant_texts = row.facts["written_by_assistant"]
+    row.argument_items = _argument_items(row.masked_arguments, exclude={t["field"] for t in row.assistant_texts})
     row.decisions = list(row.approvals.all())
     row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk), None)
-    Status = ConfirmationRequest.Status
-    # Only an undecided request expires (docs/decisions.md); a confirmed one runs when its turn settles.
-    expired = row.status == Status.EXPIRED or (row.status == Status.PENDING and row.expires_at <= clock.now())
-    if expired:
-        row.display_status = "EXPIRED"
-    elif row.status == Status.CANCELLED:
-        row.display_status = "CANCELLED" if row.outcome_code == "RUN_ENDED" else "REJECTED"
-    elif row.status == Status.CONSUMED:
-        # The real outcome of the execution: EXECUTED only when it succeeded.
-        row.display_status = "EXECUTED" if row.outcome_code in ("", "OK", "IDEMPOTENT_HIT") else \
-            f"FAILED ({row.outcome_code})"
-    elif row.status == Status.REFUSED:
-        row.display_status = f"REFUSED ({row.outcome_code})"
-    else:
-        row.display_status = row.status
+    # Only an undecided request expires (docs/decisions.md); a confirmed one runs when its turn
+    # settles; a consumed one is EXECUTED only when it succeeded.
+    row.outcome = selectors.outcome_of(row)
+    row.display_status = row.outcome["label"]
     return row
 
 

@@ -8,7 +8,10 @@ class ToolsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from tools import services
+        from approvals.selectors import register_live_facts
+        from tools import approval_context, services
 
         # The registry is code; its database mirror is refreshed after every migrate.
         post_migrate.connect(services.post_migrate_sync, sender=self)
+        # approvals sits below tools: it reads live approval facts through this provider.
+        register_live_facts(approval_context.live_facts)

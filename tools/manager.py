@@ -29,7 +29,9 @@ from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
 from tools.idempotency import Outcome, idempotency_execute, idempotency_peek, run_action
+from tools import approval_context
 from tools.masking import mask_mapping
+from tools.money import MoneyInvalid
 from tools.models import ApprovalPolicy, Tool
 from tools.policy import effective_policy
 from tools.registry import ToolSpec
@@ -67,14 +69,23 @@ class PendingConfirmation:
     expires_at: str
     token: str | None = field(default=None, repr=False)
     reason: str = ""  # why it waits again (the policy became stricter after a decision), else ""
+    # The approval context captured with the request (masked): the tool's facts and the free text
+    # the model wrote, shown apart from the summary (issue 13 items 1 and 7).
+    facts: dict[str, Any] = field(default_factory=dict)
+    written_by_assistant: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
-        """The client-facing shape without the token."""
+        """The client-facing shape without the token (`facts` and `written_by_assistant` only when
+        the tool declares them)."""
         body = {"confirmation_id": self.confirmation_id, "tool_call_id": self.tool_call_id, "tool": self.tool,
                 "summary": self.summary, "risk": self.risk, "needs": self.needs, "quorum": self.quorum,
                 "expires_at": self.expires_at}
         if self.reason:
             body["reason"] = self.reason
+        if self.facts:
+            body["facts"] = self.facts
+        if self.written_by_assistant:
+            body["written_by_assistant"] = self.written_by_assistant
         return body
 
 
@@ -280,6 +291,7 @@ class ToolCallingManager:
         try:
             spec, row = self._resolve(ctx, call, offered, audit, confirmation_id)
             params = self._parse_and_validate(spec, call, audit)
+            params = self._normalize(ctx, spec, params, audit)
             normalized = params.model_dump(mode="json")
             audit.arguments(normalized)
             self._authorize(ctx, spec, audit, confirmation_id)
@@ -389,6 +401,19 @@ class ToolCallingManager:
                 raise _Stop(audit.invalid(exc.message))
         return params
 
+    def _normalize(self, ctx: ToolContext, spec: ToolSpec, params: Any, audit) -> Any:
+        """The tool's canonical form of the validated parameters (money in its minor unit), before
+        they are hashed, shown or executed. A MoneyInvalid names its field and stable sub-code."""
+        if spec.normalize is None:
+            return params
+        try:
+            return spec.normalize(ctx, params)
+        except MoneyInvalid as exc:
+            raise _Stop(audit.invalid(exc.message, {"errors": [
+                {"field": exc.field, "error": exc.message, "code": exc.reason}]}))
+        except ToolValidationError as exc:
+            raise _Stop(audit.invalid(exc.message))
+
     def _authorize(self, ctx: ToolContext, spec: ToolSpec, audit, confirmation_id=None) -> None:
         if spec.permission and not ctx.user.has_perm(spec.permission):
             if confirmation_id is not None:
@@ -416,13 +441,15 @@ class ToolCallingManager:
             return self._create_request(ctx, call, spec, row, params, normalized, policy, audit, key)
 
     def _create_request(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
+        shown = approval_context.capture(ctx, spec, params)  # read-only, tenant-scoped, masked
         request, token = approvals.confirmation_create(
             tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
             tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,
-            masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params),
+            masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params, shown["facts"]),
             risk=policy.risk, policy=policy.policy, quorum=policy.quorum, ttl_seconds=policy.ttl_seconds,
             context_excerpt=ctx.excerpt(), idempotency_key=key or "",
             business_object=spec.business_object(params) if spec.business_object else "",
+            approval_context=shown,
         )
         return self._pending_outcome(call, request, token, audit)
 
@@ -432,7 +459,8 @@ class ToolCallingManager:
         pending = PendingConfirmation(
             tool_call_id=call.id, confirmation_id=str(request.pk), tool=request.tool_name, summary=request.summary,
             risk=request.risk, needs=needs, quorum=request.quorum, expires_at=request.expires_at.isoformat(),
-            token=token, reason=reason,
+            token=token, reason=reason, facts=(request.approval_context or {}).get("facts") or {},
+            written_by_assistant=(request.approval_context or {}).get("written_by_assistant") or {},
         )
         message = f"waiting for {needs} to confirm: {request.summary}"
         if reason:

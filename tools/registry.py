@@ -3,6 +3,7 @@ admin overrides and object permissions; risk and policy never come from a tool's
 at run time (DESIGN section 9)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -37,6 +38,17 @@ class ToolSpec:
     call that cannot succeed, so it never costs a human's attention (docs/decisions.md).
     business_object(params) -> str: the business object the call acts on (e.g. "order:A2026..."):
     a newer gated request for the same tool and object supersedes an older open one.
+    normalize(ctx, params) -> params: read-only, tenant-scoped canonicalisation of the validated
+    parameters before they are hashed, shown or executed (money to the currency's minor unit,
+    tools.money); raises ToolValidationError (INVALID_ARGUMENTS).
+    approval_context(ctx, params) -> dict: read-only, tenant-scoped facts a human needs beside the
+    arguments (order total, status, earlier refunds, ...); captured (masked) when a confirmation
+    is requested and recomputed live on the approval card (docs/approvals.md). Never raises for a
+    missing object: it says so in the facts.
+    describe(params, facts) -> str: the summary built from the validated arguments and the
+    approval context; preferred over `summarize`. Neither may quote free text.
+    free_text: names of arguments the model writes in its own words (a reason): never part of a
+    summary; shown quoted, capped and labelled "written by the assistant".
     """
 
     name: str
@@ -57,6 +69,10 @@ class ToolSpec:
     read_only: bool = False
     precheck: Callable[[ToolContext, Any], None] | None = None
     business_object: Callable[[Any], str] | None = None
+    normalize: Callable[[ToolContext, Any], Any] | None = None
+    approval_context: Callable[[ToolContext, Any], dict[str, Any]] | None = None
+    describe: Callable[[Any, dict[str, Any]], str] | None = None
+    free_text: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -72,10 +88,24 @@ class ToolSpec:
         return {"type": "function", "function": {"name": self.name, "description": self.description,
                                                  "parameters": schema}}
 
-    def summary(self, params: BaseModel) -> str:
+    def summary(self, params: BaseModel, facts: dict[str, Any] | None = None) -> str:
+        """What a human confirms, in the platform's words: `describe(params, facts)`, else
+        `summarize(params)`, else the tool name with its non-free-text arguments as JSON."""
+        if self.describe is not None:
+            return self.describe(params, facts or {})
         if self.summarize is not None:
             return self.summarize(params)
-        return f"{self.name}({params.model_dump_json()})"
+        shown = params.model_dump(mode="json", exclude=set(self.free_text))
+        return f"{self.name}({json.dumps(shown, ensure_ascii=False, sort_keys=True)})"
+
+    def context(self, ctx: ToolContext, params: BaseModel) -> dict[str, Any]:
+        """The tool's approval context for (ctx, params), or {} when it declares none."""
+        return dict(self.approval_context(ctx, params)) if self.approval_context is not None else {}
+
+    def assistant_text(self, params: BaseModel) -> dict[str, str]:
+        """The free-text arguments the model wrote: {name: text} (non-empty strings only)."""
+        values = params.model_dump(mode="json", include=set(self.free_text))
+        return {k: v for k, v in values.items() if isinstance(v, str) and v.strip()}
 
 
 class ToolRegistry:

@@ -181,6 +181,49 @@
 
   // -- confirmation cards ----------------------------------------------------------------------
 
+  var FACT_LABELS = {
+    order_status: "Order status / 订单状态", order_total: "Order total / 订单金额",
+    already_refunded: "Already refunded / 已退款", refundable_remainder: "Refundable / 可退余额",
+    refund_amount: "This refund / 本次退款", shipped: "Shipped / 已发货", items: "Items / 商品"
+  };
+  var ASSISTANT_TEXT_CAP = 280;
+
+  function factText(v) {
+    if (v && typeof v === "object" && !Array.isArray(v)) { return v.display || JSON.stringify(v); }
+    if (typeof v === "boolean") { return v ? "Yes / 是" : "No / 否"; }
+    if (Array.isArray(v)) { return v.length ? v.join(", ") : "none recorded / 无记录"; }
+    return String(v);
+  }
+
+  /* The tool's facts beside the summary (issue 13 item 1): the ones a requester can act on. */
+  function appendFacts(node, facts) {
+    if (!facts) { return; }
+    var list = el("dl", "card-facts");
+    list.setAttribute("data-testid", "card-facts");
+    Object.keys(FACT_LABELS).forEach(function (name) {
+      if (!(name in facts)) { return; }
+      var row = el("div", "");
+      row.appendChild(el("dt", "", FACT_LABELS[name]));
+      row.appendChild(el("dd", "", factText(facts[name])));
+      list.appendChild(row);
+    });
+    if (list.childNodes.length) { node.appendChild(list); }
+  }
+
+  /* Free text the model wrote (a reason): quoted, capped, labelled as the assistant's (item 7). */
+  function appendAssistantText(node, texts) {
+    if (!texts) { return; }
+    Object.keys(texts).forEach(function (name) {
+      var text = String(texts[name]);
+      var box = el("figure", "assistant-text");
+      box.setAttribute("data-testid", "assistant-text");
+      box.appendChild(el("figcaption", "", "Written by the assistant / 由助手撰写 · " + name));
+      var cut = text.length > ASSISTANT_TEXT_CAP;
+      box.appendChild(el("blockquote", "", "“" + text.slice(0, ASSISTANT_TEXT_CAP) + (cut ? "…" : "") + "”"));
+      node.appendChild(box);
+    });
+  }
+
   function Card(turn, p) {
     var self = this;
     this.turn = turn;
@@ -198,6 +241,8 @@
     head.appendChild(countdown);
     this.node.appendChild(head);
     this.node.appendChild(el("p", "card-summary", p.summary));
+    appendFacts(this.node, p.facts);
+    appendAssistantText(this.node, p.written_by_assistant);
     if (p.reason) {
       var why = el("p", "card-reason", "Why it waits again / 再次等待原因: " + p.reason);
       why.setAttribute("data-testid", "card-reason");

@@ -46,7 +46,8 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
 
     card = alice.page.locator("[data-testid=confirmation-card]")
     expect(card).to_be_visible()
-    expect(card).to_contain_text("Cancel order A202607290001 (reason: the customer changed their mind)")
+    expect(card.locator(".card-summary")).to_have_text("Cancel order A202607290001 / 取消订单 A202607290001")
+    expect(card.locator("[data-testid=assistant-text]")).to_contain_text("the customer changed their mind")
     expect(card.locator(".badge-risk")).to_have_text("HIGH 高")
     expect(card.locator(".countdown")).to_contain_text(" left")
     expect(alice.page.locator(".step.waiting")).to_contain_text("Cancel order")
@@ -103,7 +104,7 @@ def test_two_approvers_approve_a_refund_and_the_requester_sees_the_result(open_p
     alice.sign_in(requester.username, DEMO_PASSWORD)
     _send(alice, "Refund A202607290003 amount 50 because the item arrived damaged")
     card = alice.page.locator("[data-testid=confirmation-card]")
-    expect(card).to_contain_text("Refund 50.0 of order A202607290003")
+    expect(card).to_contain_text("Refund CNY 50.00 of order A202607290003")
     expect(card.locator(".badge-risk")).to_have_text("CRITICAL 极高")
     expect(card.locator("[data-testid=approvals-count]")).to_have_text("0 / 2")
     expect(card.locator("[data-testid=confirm]")).to_have_count(0)  # approvers decide, not the requester
@@ -113,7 +114,7 @@ def test_two_approvers_approve_a_refund_and_the_requester_sees_the_result(open_p
     bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
     request_card = bob.page.locator("[data-testid=request-card]")
     expect(request_card).to_have_count(1)
-    expect(request_card.locator("[data-testid=summary]")).to_contain_text("Refund 50.0 of order A202607290003")
+    expect(request_card.locator("[data-testid=summary]")).to_contain_text("Refund CNY 50.00 of order A202607290003")
     expect(request_card.locator("[data-testid=requester]")).to_have_text(requester.username)
     expect(request_card.locator("[data-testid=quorum]")).to_have_text("0 / 2")
     expect(request_card.locator("[data-testid=excerpt]")).to_contain_text("arrived damaged")

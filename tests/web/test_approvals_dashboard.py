@@ -53,7 +53,7 @@ def test_pending_tab_shows_what_an_approver_must_check(client, approver1, refund
     assert "acme-requester" in html                      # requester
     assert "CRITICAL" in html                            # risk badge
     assert "0 / 2" in html                               # approvals so far out of quorum
-    assert "<th>amount</th><td><code>50.0</code></td>" in html  # the normalised arguments that will run
+    assert "<th>amount</th><td><code>50.00</code></td>" in html  # the normalised arguments (minor unit)
     assert "user: Refund A202607290003" in html          # the conversation excerpt
     assert f'data-expires-at="{refund_request.expires_at.isoformat()}"' in html  # countdown
 

@@ -47,6 +47,9 @@ class Order(models.Model):
     customer_phone = models.CharField(max_length=32)
     shipping_address = models.CharField(max_length=300)
     amount = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3, default="CNY", help_text="ISO 4217 code of `amount`.")
+    items = models.JSONField(default=list, blank=True,
+                             help_text='Order lines: [{"sku", "name", "quantity"}] (shown to approvers).')
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

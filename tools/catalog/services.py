@@ -15,6 +15,7 @@ from django.db import transaction
 from agentplatform.errors import NotFound
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
 from tools.errors import ToolBusinessError
+from tools.money import money
 
 CANCELLABLE = {Order.Status.PAID}
 REFUNDABLE = {Order.Status.PAID, Order.Status.SHIPPED, Order.Status.COMPLETED, Order.Status.CANCELLED}
@@ -77,6 +78,64 @@ def _refund_value(order: Order, amount: Decimal | None) -> tuple[Decimal, Decima
         raise ToolBusinessError(f"refund of {value} exceeds the refundable {order.amount - already}",
                                 code="REFUND_EXCEEDS_AMOUNT")
     return value, already
+
+
+def order_currency(*, tenant_id: int, order_id: str) -> str | None:
+    """Read-only: the ISO 4217 currency of the tenant's order, or None when it has no such order
+    (the precheck then answers ORDER_NOT_FOUND). Used to normalise money arguments."""
+    return Order.objects.filter(tenant_id=tenant_id, order_id=order_id).values_list("currency", flat=True).first()
+
+
+def _customer_history(order: Order) -> dict[str, Any]:
+    """The customer's other orders in the same tenant (matched by phone): counts only."""
+    others = Order.objects.filter(tenant_id=order.tenant_id, customer_phone=order.customer_phone).exclude(pk=order.pk)
+    return {"customer": order.customer_name[:1] + "**",
+            "customer_other_orders": others.count(),
+            "customer_refunded_orders": others.filter(refunds__isnull=False).distinct().count()}
+
+
+def order_refund_context(*, tenant_id: int, order_id: str, amount: Decimal | None) -> dict[str, Any]:
+    """Read-only, tenant-scoped facts an approver needs beside a refund's arguments (issue 13).
+
+    Returns {"order_id", "order_status", "currency", "order_total", "already_refunded",
+    "earlier_refunds", "refundable_remainder", "refund_amount", "full_refund", "customer",
+    "customer_other_orders", "customer_refunded_orders"}; money values are
+    tools.money.money() dicts ({"amount", "currency", "display"}). `refund_amount` is what this
+    call refunds now (the remainder for a full refund). {"order_id", "order_status": "NOT_FOUND"}
+    for an order the tenant does not have (never another tenant's data).
+    """
+    order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).order_by("pk").first()
+    if order is None:
+        return {"order_id": order_id, "order_status": "NOT_FOUND"}
+    refunds = list(order.refunds.all())
+    already = sum((r.amount for r in refunds), Decimal("0"))
+    remainder = max(order.amount - already, Decimal("0"))
+    value = remainder if amount is None else Decimal(amount)
+    cur = order.currency
+    return {"order_id": order.order_id, "order_status": order.status, "currency": cur,
+            "order_total": money(order.amount, cur), "already_refunded": money(already, cur),
+            "earlier_refunds": len(refunds), "refundable_remainder": money(remainder, cur),
+            "refund_amount": money(value, cur), "full_refund": amount is None,
+            **_customer_history(order)}
+
+
+def order_cancel_context(*, tenant_id: int, order_id: str) -> dict[str, Any]:
+    """Read-only, tenant-scoped facts an approver needs beside a cancellation (issue 13).
+
+    Returns {"order_id", "order_status", "shipped", "items", "order_total", "currency",
+    "customer", "customer_other_orders", "customer_refunded_orders"}; `items` is a list of
+    "2 × SKU-10001 name" strings (empty when the order records none). {"order_id",
+    "order_status": "NOT_FOUND"} for an order the tenant does not have.
+    """
+    order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).order_by("pk").first()
+    if order is None:
+        return {"order_id": order_id, "order_status": "NOT_FOUND"}
+    items = [f"{line.get('quantity', 1)} × {line.get('sku', '?')} {line.get('name', '')}".strip()
+             for line in (order.items or []) if isinstance(line, dict)]
+    return {"order_id": order.order_id, "order_status": order.status,
+            "shipped": order.status in (Order.Status.SHIPPED, Order.Status.COMPLETED),
+            "items": items, "order_total": money(order.amount, order.currency), "currency": order.currency,
+            **_customer_history(order)}
 
 
 def order_cancel_precheck(*, tenant_id: int, order_id: str) -> None:

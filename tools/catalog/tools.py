@@ -17,6 +17,7 @@ from tools.context import ToolContext
 from tools.errors import ToolValidationError
 from tools.hashing import key_hash
 from tools.masking import mask_address, mask_phone
+from tools.money import normalize_amount
 from tools.registry import tool
 
 SKU_PATTERN = re.compile(r"SKU-[0-9]{5}")
@@ -134,7 +135,9 @@ def _validate_cancel(params: CancelOrder) -> None:
     validate=_validate_cancel,
     # seed 002 section 17: sha256(tenant:conversation:cancel_order:order_id)
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "cancel_order", p.order_id),
-    summarize=lambda p: f"Cancel order {p.order_id} (reason: {p.reason}) / 取消订单 {p.order_id}，原因：{p.reason}",
+    describe=lambda p, facts: f"Cancel order {p.order_id} / 取消订单 {p.order_id}",
+    free_text=("reason",),
+    approval_context=lambda ctx, p: services.order_cancel_context(tenant_id=ctx.tenant_id, order_id=p.order_id),
     business_result_id=lambda data: data["cancellation_id"],
     precheck=lambda ctx, p: services.order_cancel_precheck(tenant_id=ctx.tenant_id, order_id=p.order_id),
     business_object=lambda p: f"order:{p.order_id}",
@@ -151,14 +154,36 @@ class RefundOrder(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     order_id: str = Field(description="Full order id, e.g. A202607290001", max_length=13)
-    amount: Decimal | None = Field(default=None, description="Amount to refund; omit for the full remaining amount",
-                                   gt=0, max_digits=12, decimal_places=2)
+    amount: Decimal | None = Field(
+        default=None, gt=0, max_digits=12,
+        description=("Amount to refund in the order's currency, at most its minor unit (2 decimals for CNY, "
+                     "0 for JPY); omit for the full remaining amount"))
     reason: str = Field(description="Why the order is refunded; must not be blank", max_length=500)
 
 
 def _validate_refund(params: RefundOrder) -> None:
     _require_order_id(params.order_id)
     _require_reason(params.reason)
+
+
+def _normalize_refund(ctx: ToolContext, params: RefundOrder) -> RefundOrder:
+    """The amount as a Decimal in the order's minor unit (tools.money), before hashing, display and
+    execution: 1e2, 100 and 100.00 are one amount. Raises MoneyInvalid (INVALID_ARGUMENTS)."""
+    if params.amount is None:
+        return params
+    currency = services.order_currency(tenant_id=ctx.tenant_id, order_id=params.order_id)
+    return params.model_copy(update={"amount": normalize_amount(params.amount, currency=currency)})
+
+
+def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
+    """'Refund CNY 100.00 of order A…' in the platform's words; a full refund names the amount."""
+    shown = (facts.get("refund_amount") or {}).get("display")
+    if params.amount is not None:
+        what = shown or str(params.amount)
+        return f"Refund {what} of order {params.order_id} / 退款 {what}，订单 {params.order_id}"
+    what = f"the full remaining amount ({shown})" if shown else "the full remaining amount"
+    zh = f"全额退款（{shown}）" if shown else "全额退款"
+    return f"Refund {what} of order {params.order_id} / {zh}，订单 {params.order_id}"
 
 
 @tool(
@@ -172,8 +197,11 @@ def _validate_refund(params: RefundOrder) -> None:
     ttl_seconds=3600,
     validate=_validate_refund,
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "refund_order", p.order_id),
-    summarize=lambda p: (f"Refund {p.amount if p.amount is not None else 'the full amount'} of order {p.order_id} "
-                         f"(reason: {p.reason}) / 退款订单 {p.order_id}，原因：{p.reason}"),
+    normalize=_normalize_refund,
+    describe=_describe_refund,
+    free_text=("reason",),
+    approval_context=lambda ctx, p: services.order_refund_context(tenant_id=ctx.tenant_id, order_id=p.order_id,
+                                                                  amount=p.amount),
     business_result_id=lambda data: data["refund_id"],
     precheck=lambda ctx, p: services.order_refund_precheck(tenant_id=ctx.tenant_id, order_id=p.order_id,
                                                            amount=p.amount),

@@ -15,7 +15,13 @@ from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
 from approvals import services as approvals
 from approvals.models import Approval, ConfirmationRequest
-from approvals.selectors import request_as_seen_by_decider, requests_decidable_by, requests_history_for
+from approvals.selectors import (
+    approval_facts,
+    outcome_of,
+    request_as_seen_by_decider,
+    requests_decidable_by,
+    requests_history_for,
+)
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status
@@ -48,12 +54,45 @@ class ApprovalRequestSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
+    outcome = serializers.SerializerMethodField(help_text=(
+        "The real ending: PENDING, CONFIRMED, EXECUTED, FAILED (it ran, the business refused: see outcome_code), "
+        "REFUSED (refused at consume time, nothing ran), REJECTED, CANCELLED (run ended), SUPERSEDED, EXPIRED. "
+        "A failed call is never EXECUTED."))
+    outcome_code = serializers.CharField(allow_blank=True, help_text=(
+        "OK, IDEMPOTENT_HIT, a business failure or refusal code, RUN_ENDED; empty while undecided."))
+    facts = serializers.SerializerMethodField(help_text=(
+        "The tool's approval context (masked, tenant-scoped): `snapshot` as captured when the request was made, "
+        "`live` recomputed now for a PENDING request (else null), `changed` names the facts that differ, "
+        "`captured_at`. Money values are {amount, currency, display}."))
+    written_by_assistant = serializers.SerializerMethodField(help_text=(
+        "Free-text arguments in the model's own words (e.g. a reason), capped: show them quoted and labelled, "
+        "never as the platform's words."))
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
         if request.status == Status.PENDING and request.expires_at <= clock.now():
             return Status.EXPIRED
         return request.status
+
+    @extend_schema_field(serializers.ChoiceField(choices=[(o, o) for o in (
+        "PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED", "EXPIRED")]))
+    def get_outcome(self, request: ConfirmationRequest) -> str:
+        return outcome_of(request)["outcome"]
+
+    def _facts(self, request: ConfirmationRequest) -> dict:
+        cache = self.context.setdefault("_facts", {})
+        if request.pk not in cache:
+            cache[request.pk] = approval_facts(request)
+        return cache[request.pk]
+
+    @extend_schema_field(serializers.JSONField())
+    def get_facts(self, request: ConfirmationRequest) -> dict:
+        facts = self._facts(request)
+        return {k: facts[k] for k in ("snapshot", "live", "changed", "captured_at")}
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_written_by_assistant(self, request: ConfirmationRequest) -> list:
+        return self._facts(request)["written_by_assistant"]
 
 
 def _decided(user, request_id: uuid.UUID) -> Response:

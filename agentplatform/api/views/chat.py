@@ -76,6 +76,12 @@ class PendingSerializer(serializers.Serializer):
     needs = serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")])
     quorum = serializers.IntegerField()
     expires_at = serializers.DateTimeField()
+    facts = serializers.JSONField(required=False, help_text=(
+        "The tool's approval context captured with the request (masked, tenant-scoped): e.g. order total, status, "
+        "already refunded, the amount a full refund refunds. Money values are {amount, currency, display}."))
+    written_by_assistant = serializers.DictField(child=serializers.CharField(), required=False, help_text=(
+        "Free-text arguments in the model's own words (argument -> text): not the platform's words; show them "
+        "quoted and labelled."))
     token = serializers.CharField(allow_null=True, help_text=(
         "One-time confirmation token, only for my own requester-confirmed calls, shown once. "
         "Send it to /confirmations/confirm/ or back to /chat/ as confirmation_token."))

@@ -29,6 +29,12 @@ ORDERS = [  # suffix, status, amount, name, phone, address
     ("0003", Order.Status.PAID, "560.00", "Zhang Wei", "13700001111", "Beijing Haidian, Zhongguancun Street 1"),
     ("0004", Order.Status.COMPLETED, "42.00", "Wang Fang", "13600002222", "Shenzhen Nanshan, Keyuan Road 8"),
 ]
+ORDER_ITEMS = {  # suffix -> order lines shown to approvers of a cancellation (issue 13 item 1)
+    "0001": [{"sku": "SKU-10001", "name": "Desk lamp", "quantity": 1}],
+    "0002": [{"sku": "SKU-10002", "name": "Notebook", "quantity": 3}],
+    "0003": [{"sku": "SKU-20001", "name": "Office chair", "quantity": 2}],
+    "0004": [{"sku": "SKU-10001", "name": "Desk lamp", "quantity": 1}],
+}
 STOCK = [("SKU-10001", "WH-HZ-01", 120, 5), ("SKU-10001", "WH-SH-02", 30, 0), ("SKU-10002", "WH-HZ-01", 0, 2),
          ("SKU-20001", "WH-SH-02", 75, 10)]
 
@@ -96,7 +102,8 @@ def seed_demo() -> dict[str, dict[str, User]]:
             Order.objects.get_or_create(
                 tenant=tenant, order_id=order_id(slug, suffix),
                 defaults={"status": status, "amount": Decimal(amount), "customer_name": customer,
-                          "customer_phone": phone, "shipping_address": address})
+                          "customer_phone": phone, "shipping_address": address,
+                          "items": ORDER_ITEMS.get(suffix, [])})
     platform_operator()  # after the tenants: its creation is recorded in every tenant's trail
     return people
 

@@ -1,0 +1,55 @@
+"""How a request's facts read to a person (dashboard card, notifications): labelled rows built
+from approvals.selectors.approval_facts. Labels are bilingual like the pages; unknown fact names
+fall back to their name."""
+from __future__ import annotations
+
+from typing import Any
+
+LABELS: dict[str, str] = {  # also the order facts are shown in
+    "refund_amount": "This refund / 本次退款",
+    "full_refund": "Full refund / 全额退款",
+    "order_id": "Order / 订单",
+    "order_status": "Order status / 订单状态",
+    "shipped": "Shipped / 已发货",
+    "items": "Items / 商品",
+    "order_total": "Order total / 订单金额",
+    "currency": "Currency / 币种",
+    "already_refunded": "Already refunded / 已退款",
+    "earlier_refunds": "Earlier refunds / 此前退款",
+    "refundable_remainder": "Refundable remainder / 可退余额",
+    "customer": "Customer / 客户",
+    "customer_other_orders": "Customer's other orders / 客户其他订单",
+    "customer_refunded_orders": "…of them refunded / 其中已退款",
+}
+
+
+def fact_text(value: Any) -> str:
+    """One fact as text: money dicts by their `display`, booleans as Yes/No, lists joined."""
+    if isinstance(value, dict):
+        if "display" in value:
+            return str(value["display"])
+        return ", ".join(f"{k}: {fact_text(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return "Yes / 是" if value else "No / 否"
+    if isinstance(value, list):
+        return ", ".join(fact_text(v) for v in value) if value else "none recorded / 无记录"
+    if value is None:
+        return "—"
+    return str(value)
+
+
+def fact_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{"name", "label", "value", "changed", "was"}] from an approval_facts() answer: the live
+    value when there is one (open requests), else the snapshot; `changed` marks a fact that differs
+    from the snapshot, `was` is the snapshot's text then."""
+    snapshot, live = facts.get("snapshot") or {}, facts.get("live")
+    current = live if live is not None else snapshot
+    rows = []
+    order = list(LABELS)
+    # The database may reorder a JSON object's keys (PostgreSQL jsonb): show known facts in LABELS order.
+    for name in sorted(snapshot, key=lambda n: (order.index(n) if n in order else len(order), n)):
+        changed = name in (facts.get("changed") or [])
+        rows.append({"name": name, "label": LABELS.get(name, name.replace("_", " ")),
+                     "value": fact_text(current.get(name, snapshot[name])), "changed": changed,
+                     "was": fact_text(snapshot[name]) if changed else ""})
+    return rows
