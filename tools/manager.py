@@ -433,9 +433,9 @@ class ToolCallingManager:
             raise _Stop(audit.stop("REFUSED", ToolResult.failure(error.code, error.message)))
 
     def _request_confirmation(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
-        # No savepoint: nothing here is rolled back alone; an error (a lost fence) ends the
-        # enclosing step's transaction, which then rolls back as a whole (issue 11).
-        with transaction.atomic(savepoint=False):
+        # A savepoint: a request whose approval context fails (it wrote: ReadOnlyViolation) leaves
+        # nothing behind, whatever encloses it; confirmation_create inside needs none of its own.
+        with transaction.atomic():
             if ctx.fence is not None:
                 ctx.fence()  # a run cancelled or taken over meanwhile asks nobody (raises FenceLost)
             return self._create_request(ctx, call, spec, row, params, normalized, policy, audit, key)

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Q
 
 from agentplatform.errors import NotFound
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
@@ -89,9 +90,12 @@ def order_currency(*, tenant_id: int, order_id: str) -> str | None:
 def _customer_history(order: Order) -> dict[str, Any]:
     """The customer's other orders in the same tenant (matched by phone): counts only."""
     others = Order.objects.filter(tenant_id=order.tenant_id, customer_phone=order.customer_phone).exclude(pk=order.pk)
+    # One statement for both counts (issue 11: a gated call's approval context is on the hot path).
+    counts = others.aggregate(orders=Count("pk", distinct=True),
+                              refunded=Count("pk", filter=Q(refunds__isnull=False), distinct=True))
     return {"customer": order.customer_name[:1] + "**",
-            "customer_other_orders": others.count(),
-            "customer_refunded_orders": others.filter(refunds__isnull=False).distinct().count()}
+            "customer_other_orders": counts["orders"],
+            "customer_refunded_orders": counts["refunded"]}
 
 
 def order_refund_context(*, tenant_id: int, order_id: str, amount: Decimal | None) -> dict[str, Any]:
