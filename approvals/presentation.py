@@ -18,7 +18,7 @@ LABELS: dict[str, str] = {  # also the order facts are shown in
     "earlier_refunds": "Earlier refunds / 此前退款",
     "refundable_remainder": "Refundable remainder / 可退余额",
     "customer": "Customer / 客户",
-    "customer_other_orders": "Customer's other orders / 客户其他订单",
+    "customer_other_orders": "Customer's other orders (last 100) / 客户其他订单（最近100笔）",
     "customer_refunded_orders": "…of them refunded / 其中已退款",
 }
 

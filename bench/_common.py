@@ -60,6 +60,9 @@ def setup(*, broker_url: str | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
     os.environ["LLM_API_KEY"] = ""
     os.environ.setdefault("LOG_LEVEL", "ERROR")
+    # Benchmarks make thousands of model calls a day; the tenants' daily budget (issue 8's quota)
+    # would refuse them part-way. 0 = no limit (set it to measure the quota's own cost).
+    os.environ.setdefault("TENANT_MODEL_CALLS_PER_DAY", "0")
     if broker_url:
         os.environ["CELERY_BROKER_URL"] = broker_url
         os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"

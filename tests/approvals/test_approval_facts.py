@@ -4,6 +4,7 @@ platform's words only; the model's free text is kept apart, capped; every ending
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 
 from agentplatform.runtime import services
@@ -129,3 +130,23 @@ def test_outcome_is_never_executed_for_a_failed_call(requester):
     for status, code, outcome, label in cases:
         request.status, request.outcome_code = status, code
         assert outcome_of(request) == {"outcome": outcome, "code": code, "label": label}
+
+
+def test_customer_history_counts_the_most_recent_orders_only(requester):
+    # given: the customer of REFUND_ORDER has 104 other orders, the 3 oldest refunded
+    order = Order.objects.get(tenant=requester.tenant, order_id=REFUND_ORDER)
+    Order.objects.filter(tenant=requester.tenant, customer_phone=order.customer_phone).exclude(pk=order.pk).delete()
+    others = Order.objects.bulk_create([
+        Order(tenant=requester.tenant, order_id=f"H2026{n:08d}", amount=Decimal("1.00"), customer_name="Zhang Wei",
+              customer_phone=order.customer_phone, shipping_address="x") for n in range(104)])
+    for n, other in enumerate(others):  # created_at is auto: spread it so the order is known
+        Order.objects.filter(pk=other.pk).update(created_at=order.created_at.replace(year=2020) + timedelta(days=n))
+    for other in others[:3]:
+        Refund.objects.create(tenant=requester.tenant, order=other, amount=Decimal("1.00"), reason="old")
+    # when / then: the approval context counts the 100 most recent, where none was refunded
+    facts = catalog.order_refund_context(tenant_id=requester.tenant_id, order_id=REFUND_ORDER, amount=None)
+    assert (facts["customer_other_orders"], facts["customer_refunded_orders"]) == (catalog.CUSTOMER_HISTORY_LIMIT, 0)
+    # and a refund among the recent ones is counted
+    Refund.objects.create(tenant=requester.tenant, order=others[-1], amount=Decimal("1.00"), reason="new")
+    facts = catalog.order_cancel_context(tenant_id=requester.tenant_id, order_id=REFUND_ORDER)
+    assert (facts["customer_other_orders"], facts["customer_refunded_orders"]) == (100, 1)

@@ -55,6 +55,8 @@ class Order(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "order_id"], name="one_order_id_per_tenant")]
+        # The approval context's customer history (tools.catalog.services._customer_history).
+        indexes = [models.Index(fields=["tenant", "customer_phone", "-created_at"], name="order_customer_recent")]
         ordering = ["-created_at", "order_id"]
         permissions = [("cancel_order", "Can cancel orders"), ("refund_order", "Can refund orders")]
 

@@ -87,12 +87,21 @@ def order_currency(*, tenant_id: int, order_id: str) -> str | None:
     return Order.objects.filter(tenant_id=tenant_id, order_id=order_id).values_list("currency", flat=True).first()
 
 
+CUSTOMER_HISTORY_LIMIT = 100  # orders looked at; a bounded read on the approval hot path (issue 11)
+
+
 def _customer_history(order: Order) -> dict[str, Any]:
-    """The customer's other orders in the same tenant (matched by phone): counts only."""
-    others = Order.objects.filter(tenant_id=order.tenant_id, customer_phone=order.customer_phone).exclude(pk=order.pk)
-    # One statement for both counts (issue 11: a gated call's approval context is on the hot path).
-    counts = others.aggregate(orders=Count("pk", distinct=True),
-                              refunded=Count("pk", filter=Q(refunds__isnull=False), distinct=True))
+    """The customer's other orders in the same tenant (matched by phone): counts only.
+
+    Returns {"customer": masked name, "customer_other_orders": int, "customer_refunded_orders": int},
+    counted over the customer's CUSTOMER_HISTORY_LIMIT most recent other orders, so the cost of a
+    gated call's approval context does not grow with a customer's history (one statement, on the
+    (tenant, customer_phone) index). The label tells approvers the window.
+    """
+    recent = (Order.objects.filter(tenant_id=order.tenant_id, customer_phone=order.customer_phone)
+              .exclude(pk=order.pk).order_by("-created_at", "-pk").values("pk")[:CUSTOMER_HISTORY_LIMIT])
+    counts = Order.objects.filter(pk__in=recent).aggregate(
+        orders=Count("pk", distinct=True), refunded=Count("pk", filter=Q(refunds__isnull=False), distinct=True))
     return {"customer": order.customer_name[:1] + "**",
             "customer_other_orders": counts["orders"],
             "customer_refunded_orders": counts["refunded"]}
