@@ -14,6 +14,7 @@ class ApproveForm(forms.Form):
         max_length=MAX_COMMENT_CHARS,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Optional comment / 备注（可选）"}),
     )
+    arguments_hash = forms.CharField(required=False, max_length=64)  # the binding the card showed
 
 
 class RejectForm(forms.Form):

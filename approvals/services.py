@@ -21,6 +21,7 @@ from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from approvals.errors import (
     ApprovalForbidden,
+    ArgumentsChanged,
     ConfirmationRegated,
     ConsumeRefused,
     Regate,
@@ -257,7 +258,7 @@ def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
 
 
 @transaction.atomic(durable=True)
-def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> ConfirmationRequest:
+def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, arguments_hash: str = "") -> ConfirmationRequest:
     comment = mask_text(comment)  # stored, shown to the requester and the model, audited
     if actor.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation request")
@@ -281,6 +282,11 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3).
     if Approval.objects.filter(request=request, approver=actor, revision=request.revision).exists():
         raise ConfirmationAlreadyDecided("you already decided this request")
+    # An approval is of the arguments the approver saw: when they were edited meanwhile (or the
+    # request was ever edited and the approver does not say which arguments), it is refused.
+    if approve and (arguments_hash or request.revision) and arguments_hash != request.arguments_hash:
+        raise ArgumentsChanged("the arguments were edited; read them again and approve the edited arguments "
+                               "(send their arguments_hash)")
     Approval.objects.create(
         request=request, approver=actor, decision=Approval.Decision.APPROVE if approve else Approval.Decision.REJECT,
         comment=comment[:2000], revision=request.revision, arguments_hash=request.arguments_hash,
@@ -302,14 +308,19 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     return request
 
 
-def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "") -> ConfirmationRequest:
+def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "",
+                         arguments_hash: str = "") -> ConfirmationRequest:
     """Record one approver's APPROVE; at quorum the request becomes CONFIRMED and the run resumes.
 
-    Rules: same tenant, `approve_tool` on the tool, not the requester, one decision per approver,
-    CRITICAL quorum of distinct approvers (DESIGN section 8). Raises ConfirmationNotFound (404),
-    ApprovalForbidden (403), ConfirmationExpired (410), ConfirmationAlreadyDecided (409).
+    Rules: same tenant, `approve_tool` on the tool, not the requester, one decision per approver
+    and revision, CRITICAL quorum of distinct approvers (DESIGN section 8), an edit never confirmed
+    by its editor alone (`quorum_reached`). arguments_hash: the binding the approver saw; required
+    once the request was edited (issue 13 item 3). Raises ConfirmationNotFound (404),
+    ApprovalForbidden (403), ConfirmationExpired (410), ConfirmationAlreadyDecided (409),
+    ArgumentsChanged (409: the arguments were edited since the approver read them).
     """
-    return _guarded(_decide, actor=approver, request_id=request_id, approve=True, comment=comment)
+    return _guarded(_decide, actor=approver, request_id=request_id, approve=True, comment=comment,
+                    arguments_hash=arguments_hash or "")
 
 
 def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> ConfirmationRequest:

@@ -124,7 +124,8 @@ def approve(request: HttpRequest, request_id: str) -> HttpResponse:
         return redirect("approvals:pending")
     try:
         decided = services.confirmation_approve(
-            request_id=_request_id(request_id), approver=request.user, comment=form.cleaned_data["comment"])
+            request_id=_request_id(request_id), approver=request.user, comment=form.cleaned_data["comment"],
+            arguments_hash=form.cleaned_data["arguments_hash"])
     except DomainError as error:
         return _refused(request, error)
     approvals = decided.approvals.filter(decision__in=(Approval.Decision.APPROVE, Approval.Decision.EDIT),

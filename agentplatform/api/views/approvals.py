@@ -145,6 +145,9 @@ class ApprovalApproveApi(ApiView):
     @extend_schema_serializer(component_name="ApproveInput")
     class InputSerializer(serializers.Serializer):
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+        arguments_hash = StrictCharField(required=False, allow_blank=True, max_length=64, default="", help_text=(
+            "The `arguments_hash` you read; required once approvers edited the arguments. When they were edited "
+            "since: 409 ARGUMENTS_CHANGED."))
 
     @extend_schema(operation_id="approvals_approve", tags=["approvals"], summary="Approve",
                    request=InputSerializer,
@@ -153,7 +156,8 @@ class ApprovalApproveApi(ApiView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approvals.confirmation_approve(request_id=request_id, approver=request.user,
-                                       comment=serializer.validated_data["comment"])
+                                       comment=serializer.validated_data["comment"],
+                                       arguments_hash=serializer.validated_data["arguments_hash"])
         return _decided(request.user, request_id)
 
 
