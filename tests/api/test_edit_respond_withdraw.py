@@ -36,7 +36,7 @@ def _stored(refund_pending) -> ConfirmationRequest:
 
 
 def _refund_args(**changes):
-    return {"order_id": REFUND_ORDER, "reason": "arrived damaged", **changes}
+    return {"order_id": REFUND_ORDER, "reason": "it arrived damaged", **changes}
 
 
 def _tool_results(run_id) -> list[dict]:
@@ -276,4 +276,4 @@ def test_the_schema_describes_the_new_endpoints(api, requester):
         assert {"200", "400", "403", "404", "409", "410"} <= set(post["responses"])
     assert paths["/api/v1/my-requests/"]["get"]["operationId"] == "my_requests_list"
     assert "ARGUMENTS_CHANGED" in paths["/api/v1/approvals/{request_id}/edit/"]["post"]["responses"]["409"]["description"]
-    assert "base_arguments_hash" in schema["components"]["schemas"]["EditInput"]["properties"]
+    assert "base_arguments_hash" in schema["components"]["schemas"]["EditInputRequest"]["properties"]

@@ -52,7 +52,7 @@ def test_of_many_stale_edits_exactly_one_wins(transactional_db, people, requeste
 
     results = race(len(editors), lambda i: (_client(editors[i]), f"{10 + i}"),
                    lambda state: state[0].post(f"/api/v1/approvals/{request.pk}/edit/", {
-                       "arguments": {"order_id": REFUND_ORDER, "reason": "arrived damaged", "amount": state[1]},
+                       "arguments": {"order_id": REFUND_ORDER, "reason": "it arrived damaged", "amount": state[1]},
                        "base_arguments_hash": base}, format="json"))
 
     assert not [r for r in results if isinstance(r, BaseException)], results
@@ -82,7 +82,7 @@ def test_an_approval_and_an_edit_of_the_same_arguments_never_both_count(transact
             return kind, client.post(f"/api/v1/approvals/{request.pk}/approve/", {"arguments_hash": base},
                                      format="json")
         return kind, client.post(f"/api/v1/approvals/{request.pk}/edit/", {
-            "arguments": {"order_id": REFUND_ORDER, "reason": "arrived damaged", "amount": "50"},
+            "arguments": {"order_id": REFUND_ORDER, "reason": "it arrived damaged", "amount": "50"},
             "base_arguments_hash": base}, format="json")
 
     results = race(2, lambda i: [("approve", _client(approver2)), ("edit", _client(editor))][i], act)
