@@ -41,7 +41,8 @@ class ConfirmationRequestAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin
     def approvals_so_far(self, obj: ConfirmationRequest) -> str:
         if obj.policy != ConfirmationRequest.Policy.APPROVERS:
             return "—"
-        approved = sum(1 for a in obj.approvals.all() if a.decision == Approval.Decision.APPROVE)
+        approved = sum(1 for a in obj.approvals.all()
+                       if a.decision in (Approval.Decision.APPROVE, Approval.Decision.EDIT) and a.revision == obj.revision)
         return f"{approved} / {obj.quorum}"
 
     def get_queryset(self, request):

@@ -70,3 +70,29 @@ class ConfirmationRegated(DomainError):
     def __init__(self, regate: Regate) -> None:
         super().__init__(regate.reason)
         self.regate = regate
+
+
+class EditInvalid(DomainError):
+    """Edited arguments that the tool's schema, business rules, money normalisation or precheck
+    refuse (HTTP 400, INVALID_ARGUMENTS). `errors`: [{"field", "error", "code"?}] for the client.
+    Nothing is changed."""
+
+    code = "INVALID_ARGUMENTS"
+
+    def __init__(self, message: str, *, errors: list[dict] | None = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.errors = errors or []
+
+
+class EditUnchanged(DomainError):
+    """The edited arguments bind the same call as the current ones once normalised ("50" and
+    "50.00" are one amount): nothing to edit (HTTP 400)."""
+
+    code = "EDIT_UNCHANGED"
+
+
+class ArgumentsChanged(Conflict):
+    """The edit was made on arguments that are no longer the request's (another approver edited
+    first): `base_arguments_hash` is stale. Nothing is changed; read the request again (HTTP 409)."""
+
+    code = "ARGUMENTS_CHANGED"

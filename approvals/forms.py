@@ -1,4 +1,4 @@
-"""Forms of the approver dashboard: approve with an optional comment, reject with a required reason."""
+"""Forms of the approver dashboard (approve, reject, edit, respond) and of My requests (withdraw)."""
 from __future__ import annotations
 
 from django import forms
@@ -14,6 +14,7 @@ class ApproveForm(forms.Form):
         max_length=MAX_COMMENT_CHARS,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Optional comment / 备注（可选）"}),
     )
+    arguments_hash = forms.CharField(required=False, max_length=64)  # the binding the card showed
 
 
 class RejectForm(forms.Form):
@@ -26,3 +27,25 @@ class RejectForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "Reason (required) / 拒绝原因（必填）"}),
         error_messages={"required": "A rejection needs a reason. / 拒绝必须填写原因。"},
     )
+
+
+class EditForm(forms.Form):
+    """An edit of the arguments: the card sends `arg:<name>` fields (read by the view), the hash it
+    showed (`base_arguments_hash`, so a concurrent edit is refused) and an optional comment."""
+
+    base_arguments_hash = forms.CharField(max_length=64)
+    comment = forms.CharField(required=False, max_length=MAX_COMMENT_CHARS)
+
+
+class RespondForm(forms.Form):
+    """Guidance for the assistant instead of a decision; required, not blank."""
+
+    guidance = forms.CharField(
+        required=True, max_length=MAX_COMMENT_CHARS, strip=True,
+        error_messages={"required": "A response needs guidance for the assistant. / 回复必须填写指导意见。"})
+
+
+class WithdrawForm(forms.Form):
+    """A requester withdrawing their request, with an optional reason."""
+
+    reason = forms.CharField(required=False, max_length=500, strip=True)

@@ -18,7 +18,12 @@ class ConfirmationRequest(models.Model):
     time refused it; nothing ran). A CONFIRMED request whose policy became stricter goes back to
     PENDING under the new policy (audited REGATED). `decided_by` / `decision_reason` say who ended
     it and why; `outcome_code` what happened at execution (OK, a business failure code, or the
-    refusal code). Only the SHA-256 of the requester's token is stored (`token_hash`); approver-gated
+    refusal code). RESPONDED: an approver answered with guidance instead of a decision (nothing ran;
+    the model reads the guidance, issue 13 item 3). WITHDRAWN: the requester withdrew it while it
+    was pending (nothing ran; item 6). An approver's edit replaces `arguments` (and the binding:
+    `arguments_hash`, `masked_arguments`, `summary`, `approval_context`) and increments `revision`;
+    the first binding's hash stays in `original_arguments_hash`, and only decisions on the current
+    revision count towards the quorum. Only the SHA-256 of the requester's token is stored (`token_hash`); approver-gated
     requests have no token. `arguments` are the validated, normalised parameters that will
     run: on approval the stored call is executed, never what a client sends back later.
     """
@@ -31,6 +36,8 @@ class ConfirmationRequest(models.Model):
         CANCELLED = "CANCELLED"
         SUPERSEDED = "SUPERSEDED"
         REFUSED = "REFUSED"
+        RESPONDED = "RESPONDED"
+        WITHDRAWN = "WITHDRAWN"
 
     class Policy(models.TextChoices):
         REQUESTER = "REQUESTER", "Requester confirmation"
@@ -74,6 +81,11 @@ class ConfirmationRequest(models.Model):
         help_text=('What the approvers were shown beside the arguments, masked, captured when the request was '
                    'created: {"facts": {...}, "written_by_assistant": {argument: text}, "captured_at": ISO time}.'))
 
+    revision = models.PositiveIntegerField(
+        default=0, help_text="How many times approvers edited the arguments; decisions count for the current one.")
+    original_arguments_hash = models.CharField(
+        max_length=64, blank=True, help_text="The arguments hash the model asked for, kept when an approver edits.")
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["tenant", "status", "-created_at"])]
@@ -87,21 +99,33 @@ class ConfirmationRequest(models.Model):
 
 
 class Approval(models.Model):
-    """One human decision on a ConfirmationRequest. An approver decides a request once."""
+    """One human decision on a ConfirmationRequest. An approver decides each revision once.
+
+    EDIT: the approver changed the arguments (`changes`: [{"field", "from", "to"}], masked;
+    `arguments_hash`: the new binding) and approves what they wrote; the request's `revision` is
+    the row's. RESPOND: guidance for the model instead of a decision (`comment`); ends the request.
+    Only APPROVE and EDIT rows of the request's current revision count towards its quorum.
+    """
 
     class Decision(models.TextChoices):
         APPROVE = "APPROVE"
         REJECT = "REJECT"
+        EDIT = "EDIT"
+        RESPOND = "RESPOND"
 
     request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="approvals")
     approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approvals")
     decision = models.CharField(max_length=8, choices=Decision.choices)
     comment = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    revision = models.PositiveIntegerField(default=0, help_text="The request's revision this decision is about.")
+    arguments_hash = models.CharField(max_length=64, blank=True, help_text="The binding decided on (an EDIT: the new one).")
+    changes = models.JSONField(default=list, blank=True, help_text='EDIT only: [{"field", "from", "to"}], masked.')
 
     class Meta:
         ordering = ["created_at"]
-        constraints = [models.UniqueConstraint(fields=["request", "approver"], name="one_decision_per_approver")]
+        constraints = [models.UniqueConstraint(fields=["request", "approver", "revision"],
+                                               name="one_decision_per_approver_and_revision")]
 
     def __str__(self) -> str:
         return f"{self.approver_id} {self.decision} {self.request_id}"

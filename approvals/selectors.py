@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from agentplatform import clock
 from approvals.models import Approval, ConfirmationRequest
+
+COUNTED = (Approval.Decision.APPROVE, Approval.Decision.EDIT)  # as approvals.services.COUNTED
 
 Status = ConfirmationRequest.Status
 
@@ -24,10 +26,13 @@ def _approvable_tools(user) -> QuerySet:
 
 
 def _annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
-    """Add `approvals_count` (APPROVE decisions so far) and `decided_by_me`; prefetch the decisions."""
+    """Add `approvals_count` (APPROVE and EDIT decisions on the current revision: an edit restarts
+    the quorum) and `decided_by_me` (on the current revision); prefetch the decisions."""
     return qs.select_related("user", "tool").prefetch_related("approvals__approver").annotate(
-        approvals_count=Count("approvals", filter=Q(approvals__decision=Approval.Decision.APPROVE), distinct=True),
-        decided_by_me=Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user)),
+        approvals_count=Count("approvals", filter=Q(approvals__decision__in=COUNTED,
+                                                    approvals__revision=F("revision")), distinct=True),
+        decided_by_me=Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user,
+                                                     revision=OuterRef("revision"))),
     )
 
 
@@ -139,7 +144,8 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
     succeeded, or answered from the record of an identical earlier run: code IDEMPOTENT_HIT),
     FAILED (it ran and the business refused: code), REFUSED (confirmed, refused at consume time,
     nothing ran: code), REJECTED (an approver or the requester said no), CANCELLED (the run ended:
-    RUN_ENDED), SUPERSEDED, EXPIRED. A failed call is never EXECUTED (docs/decisions.md).
+    RUN_ENDED), SUPERSEDED, EXPIRED, RESPONDED (an approver sent guidance instead, nothing ran),
+    WITHDRAWN (the requester withdrew it). A failed call is never EXECUTED (docs/decisions.md).
     label: what a badge shows, e.g. "FAILED (REFUND_EXCEEDS_AMOUNT)".
     """
     code = request.outcome_code or ""
@@ -149,9 +155,32 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
         outcome = "EXECUTED" if code in ("", "OK", "IDEMPOTENT_HIT") else "FAILED"
     elif request.status == Status.CANCELLED:
         outcome = "CANCELLED" if code == "RUN_ENDED" else "REJECTED"
-    elif request.status in (Status.REFUSED, Status.SUPERSEDED, Status.CONFIRMED, Status.PENDING):
+    elif request.status in (Status.REFUSED, Status.SUPERSEDED, Status.CONFIRMED, Status.PENDING, Status.RESPONDED,
+                            Status.WITHDRAWN):
         outcome = request.status
     else:
         outcome = str(request.status)
     label = f"{outcome} ({code})" if outcome in ("FAILED", "REFUSED") and code else outcome
     return {"outcome": outcome, "code": code, "label": label}
+
+
+# -- the requester's own requests (issue 13 item 6) ----------------------------------------------
+
+def requests_of(*, user, state: str = "all") -> QuerySet[ConfirmationRequest]:
+    """The confirmation requests `user` made (either policy), newest first, with `approvals_count`
+    (APPROVE and EDIT decisions on the current revision), the decisions and their approvers
+    prefetched, and `decided_by` selected.
+
+    state: "open" (PENDING and not past `expires_at`: what can still be withdrawn), "history"
+    (everything else), "all". Only the user's own requests in the user's tenant: nobody else's,
+    whatever their role. A user without a tenant gets an empty queryset.
+    """
+    if user.tenant_id is None:
+        return ConfirmationRequest.objects.none()
+    qs = ConfirmationRequest.objects.filter(tenant_id=user.tenant_id, user_id=user.pk)
+    open_now = Q(status=Status.PENDING, expires_at__gt=clock.now())
+    if state == "open":
+        qs = qs.filter(open_now)
+    elif state == "history":
+        qs = qs.exclude(open_now)
+    return _annotated(qs, user).select_related("decided_by").order_by("-created_at")

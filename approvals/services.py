@@ -21,6 +21,7 @@ from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from approvals.errors import (
     ApprovalForbidden,
+    ArgumentsChanged,
     ConfirmationRegated,
     ConsumeRefused,
     Regate,
@@ -257,7 +258,7 @@ def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
 
 
 @transaction.atomic(durable=True)
-def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> ConfirmationRequest:
+def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, arguments_hash: str = "") -> ConfirmationRequest:
     comment = mask_text(comment)  # stored, shown to the requester and the model, audited
     if actor.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation request")
@@ -278,18 +279,25 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     now = clock.now()
     correlation.set_run_id(request.run_id)
     _require_open(request, now=now)
-    if Approval.objects.filter(request=request, approver=actor).exists():
+    # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3).
+    if Approval.objects.filter(request=request, approver=actor, revision=request.revision).exists():
         raise ConfirmationAlreadyDecided("you already decided this request")
+    # An approval is of the arguments the approver saw: when they were edited meanwhile (or the
+    # request was ever edited and the approver does not say which arguments), it is refused.
+    if approve and (arguments_hash or request.revision) and arguments_hash != request.arguments_hash:
+        raise ArgumentsChanged("the arguments were edited; read them again and approve the edited arguments "
+                               "(send their arguments_hash)")
     Approval.objects.create(
         request=request, approver=actor, decision=Approval.Decision.APPROVE if approve else Approval.Decision.REJECT,
-        comment=comment[:2000],
+        comment=comment[:2000], revision=request.revision, arguments_hash=request.arguments_hash,
     )
     if not approve:
         request.status = Status.CANCELLED
         request.decided_at = now
         request.decided_by = actor
         request.decision_reason = comment[:500]
-    elif request.approvals.filter(decision=Approval.Decision.APPROVE).count() >= request.quorum:
+    elif quorum_reached(list(request.approvals.filter(revision=request.revision)),
+                        quorum=request.quorum, revision=request.revision):
         request.status = Status.CONFIRMED
         request.confirmed_at = request.decided_at = now
         request.decided_by = actor
@@ -300,14 +308,19 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str) -> Con
     return request
 
 
-def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "") -> ConfirmationRequest:
+def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "",
+                         arguments_hash: str = "") -> ConfirmationRequest:
     """Record one approver's APPROVE; at quorum the request becomes CONFIRMED and the run resumes.
 
-    Rules: same tenant, `approve_tool` on the tool, not the requester, one decision per approver,
-    CRITICAL quorum of distinct approvers (DESIGN section 8). Raises ConfirmationNotFound (404),
-    ApprovalForbidden (403), ConfirmationExpired (410), ConfirmationAlreadyDecided (409).
+    Rules: same tenant, `approve_tool` on the tool, not the requester, one decision per approver
+    and revision, CRITICAL quorum of distinct approvers (DESIGN section 8), an edit never confirmed
+    by its editor alone (`quorum_reached`). arguments_hash: the binding the approver saw; required
+    once the request was edited (issue 13 item 3). Raises ConfirmationNotFound (404),
+    ApprovalForbidden (403), ConfirmationExpired (410), ConfirmationAlreadyDecided (409),
+    ArgumentsChanged (409: the arguments were edited since the approver read them).
     """
-    return _guarded(_decide, actor=approver, request_id=request_id, approve=True, comment=comment)
+    return _guarded(_decide, actor=approver, request_id=request_id, approve=True, comment=comment,
+                    arguments_hash=arguments_hash or "")
 
 
 def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> ConfirmationRequest:
@@ -320,12 +333,28 @@ def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> Conf
     return _guarded(_decide, actor=approver, request_id=request_id, approve=False, comment=reason.strip())
 
 
+# Decisions that count towards a quorum: an approval, or an edit (the editor approves what they wrote).
+COUNTED = (Approval.Decision.APPROVE, Approval.Decision.EDIT)
+
+
+def quorum_reached(approvals: list[Approval], *, quorum: int, revision: int) -> bool:
+    """Whether `approvals` (decisions on one request) confirm its `revision`: at least `quorum`
+    APPROVE/EDIT decisions on that revision, and, when it was edited, at least one of them by
+    someone other than its editor: an approver never approves their own edit alone (issue 13
+    item 3; docs/approvals.md). Approvers are distinct by the one-decision-per-revision constraint."""
+    counted = [a for a in approvals if a.revision == revision and a.decision in COUNTED]
+    editors = {a.approver_id for a in counted if a.decision == Approval.Decision.EDIT}
+    if editors and not any(a.approver_id not in editors for a in counted):
+        return False
+    return len(counted) >= quorum
+
+
 def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
-    """The APPROVE decisions on `request` whose approvers still stand now: active, of the request's
-    tenant, not its requester, and holding `tools.approve_tool` on its tool (DESIGN section 8:
-    each counted approver's standing is evaluated again at consume time). Approvers are distinct
-    by the `one_decision_per_approver` constraint."""
-    approvals = Approval.objects.filter(request_id=request.pk, decision=Approval.Decision.APPROVE) \
+    """The APPROVE and EDIT decisions on the current revision of `request` whose approvers still
+    stand now: active, of the request's tenant, not its requester, and holding `tools.approve_tool`
+    on its tool (DESIGN section 8: each counted approver's standing is evaluated again at consume
+    time). Approvers are distinct by the `one_decision_per_approver_and_revision` constraint."""
+    approvals = Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision) \
         .select_related("approver")
     return [a for a in approvals
             if a.approver.is_active and a.approver.tenant_id == request.tenant_id
@@ -376,7 +405,7 @@ def confirmation_consume(
         ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now},
         where={"status": Status.CONFIRMED, "tenant_id": tenant_id, "user_id": user_id,
                "conversation_id": conversation_id, "tool_name": tool_name, "arguments_hash": arguments_hash},
-        returning=("policy", "quorum", "tool"))
+        returning=("policy", "quorum", "tool", "revision"))
     if consumed is None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
         if request is not None and (request.status == Status.EXPIRED
@@ -386,13 +415,15 @@ def confirmation_consume(
     if policy == "DENY":
         raise ConsumeRefused(f"the policy of {tool_name} now denies every call", code="POLICY_DENIED")
     stored = ConfirmationRequest(pk=request_id, tenant_id=tenant_id, user_id=user_id, policy=consumed["policy"],
-                                 quorum=consumed["quorum"], tool_id=consumed["tool_id"])  # tool: read if needed
+                                 quorum=consumed["quorum"], tool_id=consumed["tool_id"],  # tool: read if needed
+                                 revision=consumed["revision"])
     needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
     if needed_policy != Policy.APPROVERS:
         return
-    counted = len(standing_approvals(stored)) if stored.policy == Policy.APPROVERS else 0
-    if counted >= needed_quorum:
+    standing = standing_approvals(stored) if stored.policy == Policy.APPROVERS else []
+    if quorum_reached(standing, quorum=needed_quorum, revision=stored.revision):
         return
+    counted = len(standing)
     if stored.policy != Policy.APPROVERS:
         why = (f"the policy of {tool_name} changed after you confirmed: it now needs {needed_quorum} "
                f"approver(s) (risk {risk})")

@@ -17,8 +17,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agentplatform.errors import DomainError, NotFound
-from approvals import selectors, services
-from approvals.forms import ApproveForm, RejectForm
+from approvals import amendments, selectors, services
+from approvals.forms import ApproveForm, EditForm, RejectForm, RespondForm, WithdrawForm
 from approvals.models import Approval, ConfirmationRequest
 from approvals.presentation import fact_rows
 
@@ -31,7 +31,17 @@ REFUSALS = {
                         "/ 该请求已被处理，您的决定未被记录。"),
     "APPROVAL_FORBIDDEN": "You may not decide this request: {message} / 您无权处理该请求。",
     "INVALID_ARGUMENTS": "{message}",
+    "ARGUMENTS_CHANGED": ("Another approver changed the arguments while you were editing; nothing was saved. Read "
+                          "the request again. / 其他审批人已修改参数，您的修改未保存，请重新查看。"),
+    "EDIT_UNCHANGED": "Your edit changes nothing once normalised. / 修改后的参数与当前参数相同。",
 }
+
+
+def _edit_value(value: Any) -> str:
+    """How an argument is shown in the edit form: masked text as is, None as "", other JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _argument_items(arguments: Any, *, exclude: set[str] = frozenset()) -> list[tuple[str, str]]:
@@ -52,8 +62,11 @@ def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     row.fact_rows = fact_rows(row.facts)
     row.assistant_texts = row.facts["written_by_assistant"]
     row.argument_items = _argument_items(row.masked_arguments, exclude={t["field"] for t in row.assistant_texts})
+    row.edit_items = [(str(k), _edit_value(v)) for k, v in (row.masked_arguments or {}).items()] \
+        if isinstance(row.masked_arguments, dict) else []
     row.decisions = list(row.approvals.all())
-    row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk), None)
+    row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk and a.revision == row.revision),
+                           None)
     # Only an undecided request expires (docs/decisions.md); a confirmed one runs when its turn
     # settles; a consumed one is EXECUTED only when it succeeded.
     row.outcome = selectors.outcome_of(row)
@@ -111,10 +124,12 @@ def approve(request: HttpRequest, request_id: str) -> HttpResponse:
         return redirect("approvals:pending")
     try:
         decided = services.confirmation_approve(
-            request_id=_request_id(request_id), approver=request.user, comment=form.cleaned_data["comment"])
+            request_id=_request_id(request_id), approver=request.user, comment=form.cleaned_data["comment"],
+            arguments_hash=form.cleaned_data["arguments_hash"])
     except DomainError as error:
         return _refused(request, error)
-    approvals = decided.approvals.filter(decision=Approval.Decision.APPROVE).count()
+    approvals = decided.approvals.filter(decision__in=(Approval.Decision.APPROVE, Approval.Decision.EDIT),
+                                         revision=decided.revision).count()
     if decided.status == ConfirmationRequest.Status.CONFIRMED:
         text = (f"Approved ({approvals}/{decided.quorum}): quorum reached, the call runs now. "
                 f"/ 已批准，达到法定人数，操作即将执行。 — {decided.summary}")
@@ -141,3 +156,111 @@ def reject(request: HttpRequest, request_id: str) -> HttpResponse:
         return _refused(request, error)
     messages.success(request, f"Rejected; nothing will run. / 已拒绝，不会执行。 — {decided.summary}")
     return redirect("approvals:pending")
+
+
+def _edited_arguments(row: ConfirmationRequest, submitted: dict[str, str]) -> dict[str, Any]:
+    """The complete arguments of an edit from the form: a field left as shown (its masked value)
+    keeps the stored value, so an approver never needs (or sees) the unmasked one; a changed field
+    is taken as typed (text; JSON for an argument that was a number or boolean), an emptied one as
+    not given. The tool then validates and normalises the whole (tools.approval_edit)."""
+    arguments = dict(row.arguments or {})
+    shown = row.masked_arguments or {}
+    for name, text in submitted.items():
+        if name not in arguments or text == _edit_value(shown.get(name)):
+            continue
+        text = text.strip()
+        if not text:
+            arguments[name] = None
+            continue
+        value: Any = text
+        if isinstance(arguments[name], (int, float, bool)):  # keep a number a number (the schema decides)
+            try:
+                value = json.loads(text)
+            except ValueError:
+                pass
+        arguments[name] = value
+    return arguments
+
+
+@login_required
+@require_POST
+def edit(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Edit the arguments (issue 13 item 3): the fields of the card's edit form, checked by the tool;
+    the quorum restarts and the edit counts as the editor's approval, never alone."""
+    rid = _request_id(request_id)
+    row = selectors.request_as_seen_by_decider(user=request.user, request_id=rid)
+    if row is None:
+        raise Http404("unknown confirmation request")
+    form = EditForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
+                       extra_tags="INVALID_ARGUMENTS")
+        return redirect("approvals:pending")
+    submitted = {key[len("arg:"):]: value for key, value in request.POST.items() if key.startswith("arg:")}
+    try:
+        edited = amendments.confirmation_edit(
+            request_id=rid, editor=request.user, arguments=_edited_arguments(row, submitted),
+            base_arguments_hash=form.cleaned_data["base_arguments_hash"], comment=form.cleaned_data["comment"])
+    except DomainError as error:
+        if getattr(error, "errors", None):
+            detail = "; ".join(f"{e.get('field')}: {e.get('error')}" for e in error.errors)
+            error.message = f"{error.message} ({detail}) / 参数无效，未修改。"
+        return _refused(request, error)
+    messages.success(request, f"Edited: {edited.summary}. Another approver must approve the new arguments. "
+                              f"/ 已修改参数，需其他审批人批准。")
+    return redirect("approvals:pending")
+
+
+@login_required
+@require_POST
+def respond(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Respond with guidance instead of deciding: nothing runs, the assistant reads the guidance."""
+    form = RespondForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
+                       extra_tags="INVALID_ARGUMENTS")
+        return redirect("approvals:pending")
+    try:
+        decided = amendments.confirmation_respond(request_id=_request_id(request_id), approver=request.user,
+                                                  guidance=form.cleaned_data["guidance"])
+    except DomainError as error:
+        return _refused(request, error)
+    messages.success(request, f"Guidance sent to the assistant; nothing will run. / 已发送指导意见，不会执行。 — "
+                              f"{decided.summary}")
+    return redirect("approvals:pending")
+
+
+@login_required
+@require_GET
+def mine(request: HttpRequest) -> HttpResponse:
+    """My requests (issue 13 item 6): every gated call I made, newest first, with who decided what,
+    their comments and edits, the expiry, and Withdraw while pending."""
+    page = Paginator(selectors.requests_of(user=request.user), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = []
+    for row in page.object_list:
+        row.decisions = list(row.approvals.all())
+        row.outcome = selectors.outcome_of(row)
+        row.decider = services.decider(row)
+        row.argument_items = _argument_items(row.masked_arguments)
+        row.can_withdraw = row.outcome["outcome"] == "PENDING"
+        rows.append(row)
+    return render(request, "approvals/my_requests.html", {"rows": rows, "page": page})
+
+
+@login_required
+@require_POST
+def withdraw(request: HttpRequest, request_id: str) -> HttpResponse:
+    """Withdraw my pending request: nothing runs, its token is void, the run is told (WITHDRAWN)."""
+    form = WithdrawForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        withdrawn = amendments.confirmation_withdraw(request_id=_request_id(request_id), requester=request.user,
+                                                     reason=reason)
+    except DomainError as error:
+        if isinstance(error, NotFound):
+            raise Http404(error.message)
+        messages.error(request, REFUSALS.get(error.code, "{message}").format(message=error.message),
+                       extra_tags=error.code)
+        return redirect("approvals:mine")
+    messages.success(request, f"Withdrawn; nothing will run. / 已撤回，不会执行。 — {withdrawn.summary}")
+    return redirect("approvals:mine")

@@ -49,6 +49,11 @@ class AuditEvent(models.Model):
         CONSUMED = "CONSUMED"
         REFUSED = "REFUSED"
         RECOVERED = "RECOVERED"
+        # Issue 13 items 3 and 6: an approver edited the arguments (old -> new hash in the message),
+        # answered with guidance for the model, or the requester withdrew the request.
+        EDITED = "EDITED"
+        RESPONDED = "RESPONDED"
+        WITHDRAWN = "WITHDRAWN"
         # A control-plane change (whitelist, overrides, grants, members, roles, groups, API
         # tokens): status CREATED / CHANGED / DELETED, old -> new values in masked_arguments.
         CONTROL_CHANGE = "CONTROL_CHANGE"

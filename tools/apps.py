@@ -8,10 +8,13 @@ class ToolsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
+        from approvals.amendments import register_rebinder
         from approvals.selectors import register_live_facts
-        from tools import approval_context, services
+        from tools import approval_context, approval_edit, services
 
         # The registry is code; its database mirror is refreshed after every migrate.
         post_migrate.connect(services.post_migrate_sync, sender=self)
         # approvals sits below tools: it reads live approval facts through this provider.
         register_live_facts(approval_context.live_facts)
+        # ... and checks an approver's edited arguments with the tool through this one (issue 13 item 3).
+        register_rebinder(approval_edit.rebind)

@@ -120,7 +120,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     """
     if isinstance(exc, DomainError):
         retry_after = getattr(exc, "retry_after", None)  # limits (429) say when to come back
-        return Response(error_body(exc.code, exc.message, exc.retryable), status=exc.http_status,
+        extra = {"errors": exc.errors} if getattr(exc, "errors", None) else {}  # field errors (an edit's)
+        return Response(error_body(exc.code, exc.message, exc.retryable, **extra), status=exc.http_status,
                         headers={"Retry-After": str(retry_after)} if retry_after else None)
     if isinstance(exc, ModelUnavailable):
         return Response(error_body(exc.code, "the model is unavailable; try again", True), status=503)

@@ -23,13 +23,15 @@ from rest_framework.pagination import CursorPagination, PageNumberPagination
 
 ERROR_MEANINGS = {
     400: ("Malformed JSON (MALFORMED_JSON), invalid arguments or text with a lone surrogate "
-          "(INVALID_ARGUMENTS, with field `errors`) or a cursor this server did not issue (INVALID_CURSOR)."),
+          "(INVALID_ARGUMENTS, with field `errors`), a cursor this server did not issue (INVALID_CURSOR), "
+          "or an edit that changes nothing once normalised (EDIT_UNCHANGED)."),
     401: "No or invalid credentials (NOT_AUTHENTICATED, AUTHENTICATION_FAILED).",
     403: "Authenticated but not allowed (PERMISSION_DENIED, APPROVAL_FORBIDDEN, CSRF_FAILED).",
     404: ("Unknown id, an object of another tenant or user, or a page past the last one "
           "(NOT_FOUND, CONFIRMATION_INVALID)."),
     406: "The Accept header names no media type this endpoint renders (NOT_ACCEPTABLE).",
-    409: "The object was already decided (ALREADY_DECIDED) or the request is still in flight (IN_PROGRESS).",
+    409: ("The object was already decided (ALREADY_DECIDED), an edit was based on arguments another approver "
+          "changed meanwhile (ARGUMENTS_CHANGED), or the request is still in flight (IN_PROGRESS)."),
     410: "The confirmation request expired before this decision (CONFIRMATION_EXPIRED).",
     411: "A body was sent chunked, without Content-Length (LENGTH_REQUIRED).",
     413: "The request body is larger than 256 KB (PAYLOAD_TOO_LARGE).",

@@ -7,11 +7,13 @@ from agentplatform.api.base import ApiView
 from agentplatform.api.docs_access import DocsPermission
 from agentplatform.api.errors import api_not_found
 from agentplatform.api.views.api_keys import ApiKeyListCreateApi, ApiKeyRevokeApi
-from agentplatform.api.views.approvals import ApprovalApproveApi, ApprovalListApi, ApprovalRejectApi
+from agentplatform.api.views.approvals import (ApprovalApproveApi, ApprovalEditApi, ApprovalListApi, ApprovalRejectApi,
+                                              ApprovalRespondApi)
 from agentplatform.api.views.audit import AuditEventListApi
 from agentplatform.api.views.chat import ChatApi
 from agentplatform.api.views.confirmations import ConfirmationCancelApi, ConfirmationConfirmApi, ConfirmationTokenApi
 from agentplatform.api.views.conversations import ConversationDetailApi, ConversationListCreateApi
+from agentplatform.api.views.my_requests import MyRequestListApi, MyRequestWithdrawApi
 from agentplatform.api.views.runs import RunCancelApi, RunDetailApi, RunEventsApi
 from agentplatform.api.views.tools import ToolListApi
 
@@ -31,6 +33,10 @@ v1 = [
     path("approvals/", ApprovalListApi.as_view(), name="approvals"),
     path("approvals/<uuid:request_id>/approve/", ApprovalApproveApi.as_view(), name="approval-approve"),
     path("approvals/<uuid:request_id>/reject/", ApprovalRejectApi.as_view(), name="approval-reject"),
+    path("approvals/<uuid:request_id>/edit/", ApprovalEditApi.as_view(), name="approval-edit"),
+    path("approvals/<uuid:request_id>/respond/", ApprovalRespondApi.as_view(), name="approval-respond"),
+    path("my-requests/", MyRequestListApi.as_view(), name="my-requests"),
+    path("my-requests/<uuid:request_id>/withdraw/", MyRequestWithdrawApi.as_view(), name="my-request-withdraw"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),
     path("api-keys/", ApiKeyListCreateApi.as_view(), name="api-keys"),
     path("api-keys/<uuid:key_id>/", ApiKeyRevokeApi.as_view(), name="api-key"),

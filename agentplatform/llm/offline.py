@@ -221,6 +221,7 @@ _FAILURES = {
     "REJECTED": ("{action} was rejected by a human; nothing was done.", "{action}已被人工拒绝，未执行任何操作。"),
     "CONFIRMATION_EXPIRED": ("the confirmation for {action} expired; nothing was done.",
                              "{action}的确认已过期，未执行任何操作。"),
+    "WITHDRAWN": ("you withdrew {action}; nothing was done.", "您已撤回{action}，未执行任何操作。"),
     "CONFIRMATION_REQUIRED": ("{action} needs confirmation before it runs: {message}", "{action}需要确认后才能执行：{message}"),
     "ORDER_NOT_CANCELLABLE": ("order {order_id} cannot be cancelled ({code}): {message}",
                               "订单 {order_id} 无法取消（{code}）：{message}"),
@@ -267,7 +268,22 @@ def answer_from_results(messages: list[dict[str, Any]], *, chinese: bool) -> str
         if not isinstance(result, dict):
             lines.append(f"{name}：{_text_of(message)}" if chinese else f"{name} returned: {_text_of(message)}")
         elif result.get("success"):
-            lines.append(_success(name, args, result.get("data"), str(result.get("message", "")), chinese))
+            line = _success(name, args, result.get("data"), str(result.get("message", "")), chinese)
+            note = str(result.get("message", ""))
+            if note.startswith("approvers edited the arguments"):  # issue 13 item 3: say what changed
+                line += f" （{note.split('; it ran')[0]}）" if chinese else f" (Note: {note.split('; it ran')[0]}.)"
+            lines.append(line)
+        elif result.get("code") == "APPROVER_GUIDANCE":
+            # Guidance is neither a success nor a rejection: relay it and ask how to go on.
+            data = result.get("data") if isinstance(result.get("data"), dict) else {}
+            who = (data.get("responded_by") or {}).get("username") or ("审批人" if chinese else "an approver")
+            guidance = str(data.get("guidance") or "")
+            target = args.get("order_id") or ""
+            action = f"{name}({target})" if target else name
+            lines.append(f"审批人 {who} 没有执行 {action}，而是给出了指导意见：“{guidance}”。未执行任何操作；请告诉我如何继续。"
+                         if chinese else
+                         f"Approver {who} did not run {action} and sent guidance instead: “{guidance}”. "
+                         f"Nothing was done; tell me how you would like to proceed.")
         else:
             lines.append(_failure(name, args, str(result.get("code", "ERROR")), str(result.get("message", "")),
                                   bool(result.get("retryable")), chinese))

@@ -30,7 +30,8 @@ from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from agentplatform.runtime.selectors import conversation_excerpt, memory_messages
 from approvals import services as approvals
-from approvals.models import ConfirmationRequest
+from approvals.amendments import describe_changes
+from approvals.models import Approval, ConfirmationRequest
 from audit import events as audit
 from audit import metrics
 from tools.context import FenceLost, ToolContext
@@ -45,7 +46,9 @@ SYSTEM_PROMPT = (
     "3. Do not retry a high-risk tool before it is confirmed. 4. When a tool fails, state the error exactly; "
     "never pretend it succeeded. 5. Never ask the user for a tenant id, permissions or system tokens. "
     "6. REJECTED means a human refused the action (the result says who and why); CONFIRMATION_EXPIRED means "
-    "nobody decided in time; SUPERSEDED means a newer request replaced it; none of them ran."
+    "nobody decided in time; SUPERSEDED means a newer request replaced it; none of them ran. "
+    "7. APPROVER_GUIDANCE means an approver answered with guidance instead of deciding: nothing ran, it is not "
+    "a rejection; follow the guidance. WITHDRAWN means the user withdrew the request: nothing ran."
 )  # seed 002 section 22, plus rule 6 (DESIGN section 9: keep rejected and expired distinct)
 # The metrics' prompt_version label (seed 002 section 37): which system prompt a run was driven by.
 metrics.PROMPT_VERSION = hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest()[:8]
@@ -444,6 +447,20 @@ def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str
     elif request.status == status.SUPERSEDED:
         result = ToolResult.failure("SUPERSEDED", f"a newer request for the same action replaced this one; nothing "
                                                   f"was done here: {request.summary}", data={"reason": reason or None})
+    elif request.status == status.RESPONDED:
+        # Issue 13 item 3: guidance, not a decision. Not a success (nothing ran) and not a
+        # rejection (the action is not refused): the model re-plans with it.
+        who = decider["username"] if decider else "an approver"
+        result = ToolResult.failure(
+            "APPROVER_GUIDANCE",
+            f"an approver ({who}) did not run this call and answered with guidance instead; nothing was done "
+            f"and the request is closed. Guidance: \"{reason}\". Follow it: change the plan or ask the user; "
+            f"a changed call needs a new request.", retryable=True, terminal=False,
+            data={"responded_by": decider, "guidance": reason or None})
+    elif request.status == status.WITHDRAWN:
+        result = ToolResult.failure("WITHDRAWN", f"the requester withdrew the request; nothing was done: "
+                                                 f"{request.summary}", data={"decided_by": decider,
+                                                                             "reason": reason or None})
     elif request.status == status.REFUSED:
         code = request.outcome_code or "REFUSED"
         result = ToolResult.failure(code, f"refused when it was about to run: {reason}; nothing was done",
@@ -454,6 +471,8 @@ def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str
     payload = {"tool_call_id": request.tool_call_id, "tool": request.tool_name, "success": False,
                "code": result.code, "confirmation_id": str(request.pk), "status": request.status,
                "decided_by": decider, "reason": reason or None}
+    if request.status == status.RESPONDED:
+        payload["guidance"] = reason or None
     return result, payload
 
 
@@ -488,13 +507,27 @@ def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCalling
     runnable = (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)
     confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items() if requests[cid].status in runnable}
     ctx = build_tool_context(run, confirmations=confirmed)
-    executed = manager.execute_tool_calls(ctx, assistant, on_event=recorder.emit, only=set(confirmed)) \
-        if confirmed else None
+    # An approver's edit replaced a call's arguments: the stored, edited binding is what runs
+    # (DESIGN section 9: the server's record is the truth), and the model is told what changed.
+    edited = {call_id: requests[pending[call_id]] for call_id in confirmed
+              if requests[pending[call_id]].revision > 0}
+    edits = {call_id: _edits_of(request) for call_id, request in edited.items()}
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        # The requester's event of an edited call says who changed what (issue 13 item 3).
+        if kind == RunEvent.Type.TOOL_EXECUTION_COMPLETED and payload.get("tool_call_id") in edits:
+            payload = {**payload, **edits[payload["tool_call_id"]]}
+        recorder.emit(kind, payload)
+
+    executed = manager.execute_tool_calls(ctx, _with_edits(assistant, edited), on_event=emit,
+                                          only=set(confirmed)) if confirmed else None
     answers: dict[str, dict[str, Any]] = {}
     waiting = []
     for outcome in executed.outcomes if executed else []:
         if outcome.pending is not None:
             waiting.append(outcome.pending)
+        elif outcome.call.id in edited:
+            answers[outcome.call.id] = _edited_answer(outcome, edits[outcome.call.id])
         else:
             answers[outcome.call.id] = outcome.tool_message()
     undecided = []
@@ -535,6 +568,38 @@ def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCalling
     else:
         ctx = ctx.with_confirmations({})
     return ctx, waiting
+
+
+def _with_edits(assistant: dict[str, Any], edited: dict[str, ConfirmationRequest]) -> dict[str, Any]:
+    """A copy of the assistant message whose edited calls carry their request's stored (edited,
+    normalised) arguments; the stored message keeps what the model asked for."""
+    if not edited:
+        return assistant
+    calls = []
+    for raw in assistant.get("tool_calls") or []:
+        request = edited.get(str(raw.get("id") or ""))
+        if request is not None:
+            raw = {**raw, "function": {**(raw.get("function") or {}),
+                                       "arguments": json.dumps(request.arguments, ensure_ascii=False)}}
+        calls.append(raw)
+    return {**assistant, "tool_calls": calls}
+
+
+def _edits_of(request: ConfirmationRequest) -> dict[str, Any]:
+    """Who edited `request` and what they changed: {"edited_by": [usernames], "changes": [{"field",
+    "from", "to"}] (masked), "edit_note": text for the model}."""
+    rows = list(Approval.objects.filter(request_id=request.pk, decision=Approval.Decision.EDIT)
+                .select_related("approver").order_by("revision"))
+    note = "; ".join(f"{e.approver.get_username()} changed {describe_changes(e.changes)}" for e in rows)
+    return {"edited_by": [e.approver.get_username() for e in rows], "changes": [c for e in rows for c in e.changes],
+            "edit_note": f"approvers edited the arguments before it ran ({note}); it ran with the edited arguments"}
+
+
+def _edited_answer(outcome, edit: dict[str, Any]) -> dict[str, Any]:
+    """The tool message of a call an approver edited: who changed what, then the result (the
+    model is told, issue 13 item 3)."""
+    result = replace(outcome.result, message=f"{edit['edit_note']}. {outcome.result.message}")
+    return {"role": "tool", "tool_call_id": outcome.call.id, "content": result.to_json()}
 
 
 def _excerpt(memory: list[dict[str, Any]], messages: list[dict[str, Any]], limit: int = 3) -> str:

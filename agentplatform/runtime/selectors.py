@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from agentplatform.errors import NotFound
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
@@ -113,7 +113,9 @@ def run_pending_requests(*, run: Run) -> list[ConfirmationRequest]:
     if not pending:
         return []
     rows = {str(r.pk): r for r in ConfirmationRequest.objects.filter(pk__in=list(pending.values()), run_id=run.pk)
-            .annotate(approvals_count=Count("approvals", filter=Q(approvals__decision=Approval.Decision.APPROVE)))}
+            .annotate(approvals_count=Count("approvals", filter=Q(
+                approvals__decision__in=(Approval.Decision.APPROVE, Approval.Decision.EDIT),
+                approvals__revision=F("revision"))))}
     # Identical calls of one turn share one request: list it once.
     return [rows[cid] for cid in dict.fromkeys(pending.values()) if cid in rows]
 

@@ -298,7 +298,16 @@
   Card.prototype.settle = function (success, code, payload) {
     this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
     var who = payload && payload.decided_by, reason = payload && payload.reason;
-    if (success) { this.resolve("Done — it ran once. / 已执行。", "ok"); }
+    var edited = payload && payload.edited_by && payload.edited_by.length ? payload.edited_by.join(", ") : "";
+    if (success) {
+      this.resolve("Done — it ran once. / 已执行。" + (edited ? " Arguments edited by " + edited
+        + " before it ran. / 审批人修改了参数。" : ""), "ok");
+    }
+    else if (code === "APPROVER_GUIDANCE") {
+      this.resolve("An approver" + (who ? " (" + who.username + ")" : "") + " sent guidance instead — nothing was done."
+        + " / 审批人给出了指导意见，未执行。" + (payload && payload.guidance ? " “" + payload.guidance + "”" : ""), "failed");
+    }
+    else if (code === "WITHDRAWN") { this.resolve("Withdrawn — nothing was done. / 已撤回，未执行。", "failed"); }
     else if (code === "REJECTED") {
       if (who && who.role === "approver") {
         this.resolve("Rejected by " + who.username + " — nothing was done. / 审批人已拒绝，未执行。"

@@ -19,6 +19,9 @@ ENDPOINTS = {
     ("/api/v1/approvals/{request_id}/approve/", "post"), ("/api/v1/approvals/{request_id}/reject/", "post"),
     ("/api/v1/audit-events/", "get"),
     ("/api/v1/api-keys/", "get"), ("/api/v1/api-keys/", "post"), ("/api/v1/api-keys/{key_id}/", "delete"),
+    # issue 13 items 3 and 6
+    ("/api/v1/approvals/{request_id}/edit/", "post"), ("/api/v1/approvals/{request_id}/respond/", "post"),
+    ("/api/v1/my-requests/", "get"), ("/api/v1/my-requests/{request_id}/withdraw/", "post"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The approvers' side: GET /api/v1/approvals/ and POST /api/v1/approvals/{id}/approve|reject/."""
+"""The approvers' side: GET /api/v1/approvals/ and POST /api/v1/approvals/{id}/approve|reject|edit|respond/."""
 from __future__ import annotations
 
 import uuid
@@ -13,7 +13,7 @@ from agentplatform.api.base import ApiView, PagePagination, StrictCharField, pag
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
-from approvals import services as approvals
+from approvals import amendments, services as approvals
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
     approval_facts,
@@ -34,9 +34,12 @@ class ApprovalRequestSerializer(serializers.Serializer):
     @extend_schema_serializer(component_name="ApprovalDecision")
     class DecisionSerializer(serializers.Serializer):
         approver = serializers.CharField(source="approver.username")
-        decision = serializers.ChoiceField(choices=Approval.Decision.choices)
-        comment = serializers.CharField(allow_blank=True)
+        decision = serializers.ChoiceField(choices=Approval.Decision.choices, help_text=(
+            "APPROVE, REJECT, EDIT (changed the arguments and approves them), RESPOND (guidance instead)."))
+        comment = serializers.CharField(allow_blank=True, help_text="A comment, a rejection's reason or guidance.")
         created_at = serializers.DateTimeField()
+        revision = serializers.IntegerField(help_text="The revision of the arguments this decision is about.")
+        changes = serializers.JSONField(help_text='EDIT: [{"field", "from", "to"}] (masked); else [].')
 
     id = serializers.UUIDField()
     tool = serializers.CharField(source="tool_name")
@@ -45,8 +48,14 @@ class ApprovalRequestSerializer(serializers.Serializer):
     summary = serializers.CharField()
     masked_arguments = serializers.JSONField(help_text="The normalised arguments that will run, masked.")
     context_excerpt = serializers.CharField(allow_blank=True, help_text="The conversation that led to it.")
-    approvals = serializers.IntegerField(source="approvals_count", help_text="APPROVE decisions so far.")
+    approvals = serializers.IntegerField(source="approvals_count", help_text=(
+        "APPROVE and EDIT decisions on the current revision (an edit restarts the quorum)."))
     quorum = serializers.IntegerField()
+    arguments_hash = serializers.CharField(help_text=(
+        "The binding that will run; send it as `base_arguments_hash` when editing."))
+    original_arguments_hash = serializers.CharField(allow_blank=True, help_text=(
+        "The binding the model asked for, when approvers edited it (else empty)."))
+    revision = serializers.IntegerField(help_text="How many times approvers edited the arguments.")
     status = serializers.SerializerMethodField(help_text=(
         "EXPIRED as soon as expires_at has passed while undecided (a CONFIRMED request never expires)."))
     decided_by_me = serializers.BooleanField()
@@ -75,7 +84,8 @@ class ApprovalRequestSerializer(serializers.Serializer):
         return request.status
 
     @extend_schema_field(serializers.ChoiceField(choices=[(o, o) for o in (
-        "PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED", "EXPIRED")]))
+        "PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED", "EXPIRED",
+            "RESPONDED", "WITHDRAWN")]))
     def get_outcome(self, request: ConfirmationRequest) -> str:
         return outcome_of(request)["outcome"]
 
@@ -135,6 +145,9 @@ class ApprovalApproveApi(ApiView):
     @extend_schema_serializer(component_name="ApproveInput")
     class InputSerializer(serializers.Serializer):
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+        arguments_hash = StrictCharField(required=False, allow_blank=True, max_length=64, default="", help_text=(
+            "The `arguments_hash` you read; required once approvers edited the arguments. When they were edited "
+            "since: 409 ARGUMENTS_CHANGED."))
 
     @extend_schema(operation_id="approvals_approve", tags=["approvals"], summary="Approve",
                    request=InputSerializer,
@@ -143,7 +156,8 @@ class ApprovalApproveApi(ApiView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approvals.confirmation_approve(request_id=request_id, approver=request.user,
-                                       comment=serializer.validated_data["comment"])
+                                       comment=serializer.validated_data["comment"],
+                                       arguments_hash=serializer.validated_data["arguments_hash"])
         return _decided(request.user, request_id)
 
 
@@ -165,4 +179,63 @@ class ApprovalRejectApi(ApiView):
         serializer.is_valid(raise_exception=True)
         approvals.confirmation_reject(request_id=request_id, approver=request.user,
                                       reason=serializer.validated_data["reason"])
+        return _decided(request.user, request_id)
+
+
+class ApprovalEditApi(ApiView):
+    """Edit the arguments of a request I may decide (issue 13 item 3; docs/approvals.md)."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "approve"
+
+    @extend_schema_serializer(component_name="EditInput")
+    class InputSerializer(serializers.Serializer):
+        arguments = serializers.DictField(help_text=(
+            "The complete new arguments, checked like a model's call: the tool's schema (no extra fields), "
+            "business rules, money normalisation, precheck. Refused: 400 INVALID_ARGUMENTS with `errors`."))
+        base_arguments_hash = StrictCharField(max_length=64, help_text=(
+            "The `arguments_hash` you edited; when another approver edited first: 409 ARGUMENTS_CHANGED."))
+        comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
+
+    @extend_schema(operation_id="approvals_edit", tags=["approvals"], summary="Edit the arguments",
+                   description=(
+                       "Replaces the arguments with the tool's normalised form of `arguments` (a new binding: hash, "
+                       "masked arguments, summary, facts); the first hash is kept in `original_arguments_hash`. The "
+                       "quorum restarts; the edit counts as the editor's approval of the new arguments, but never "
+                       "alone: someone else must approve too. The requester and the model are told who changed "
+                       "what. Errors: 400 INVALID_ARGUMENTS (with `errors`), 400 EDIT_UNCHANGED, 403 "
+                       "APPROVAL_FORBIDDEN, 404 CONFIRMATION_INVALID, 409 ALREADY_DECIDED / ARGUMENTS_CHANGED, "
+                       "410 CONFIRMATION_EXPIRED."),
+                   request=InputSerializer,
+                   responses={200: ApprovalRequestSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        amendments.confirmation_edit(request_id=request_id, editor=request.user, arguments=data["arguments"],
+                                     base_arguments_hash=data["base_arguments_hash"], comment=data["comment"])
+        return _decided(request.user, request_id)
+
+
+class ApprovalRespondApi(ApiView):
+    """Answer with guidance for the assistant instead of a decision (issue 13 item 3)."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "approve"
+
+    @extend_schema_serializer(component_name="RespondInput")
+    class InputSerializer(serializers.Serializer):
+        guidance = StrictCharField(max_length=2000, help_text="Required: what the assistant should do instead.")
+
+    @extend_schema(operation_id="approvals_respond", tags=["approvals"], summary="Respond with guidance",
+                   description=(
+                       "Ends the request RESPONDED: nothing runs, and the model gets a tool message with code "
+                       "APPROVER_GUIDANCE carrying the guidance (not a success, not a rejection). Errors as approve."),
+                   request=InputSerializer,
+                   responses={200: ApprovalRequestSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        amendments.confirmation_respond(request_id=request_id, approver=request.user,
+                                        guidance=serializer.validated_data["guidance"])
         return _decided(request.user, request_id)

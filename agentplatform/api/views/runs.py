@@ -75,7 +75,8 @@ class RunSerializer(serializers.Serializer):
         outcome_code = serializers.CharField(allow_blank=True, help_text=(
             "What happened when it was consumed (OK, a business failure code) or why it was refused."))
         outcome = serializers.ChoiceField(choices=[(o, o) for o in (
-            "PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED", "EXPIRED")],
+            "PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED", "EXPIRED",
+            "RESPONDED", "WITHDRAWN")],
             help_text="The real ending (approvals' `outcome`): a failed call is FAILED with its code, never EXECUTED.")
         decided_by = DeciderSerializer(allow_null=True, help_text="Who ended it; null: the platform (expiry, ...).")
         reason = serializers.CharField(allow_blank=True, help_text="A rejection's reason, what superseded it, ...")

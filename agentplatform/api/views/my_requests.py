@@ -1,0 +1,139 @@
+"""The requester's side of their gated calls (issue 13 item 6): GET /api/v1/my-requests/ and
+POST /api/v1/my-requests/{id}/withdraw/. Only the caller's own requests; anyone else's is 404."""
+from __future__ import annotations
+
+import uuid
+
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agentplatform import clock
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values
+from agentplatform.api.schema import BODY, COMMON, errors
+from agentplatform.api.throttling import ApiScopeThrottle
+from agentplatform.api.views.approvals import ApprovalRequestSerializer
+from agentplatform.errors import NotFound
+from approvals import amendments
+from approvals.models import ConfirmationRequest
+from approvals.selectors import approval_facts, outcome_of, requests_of
+from approvals.services import decider
+from tools.models import RiskLevel
+
+Status = ConfirmationRequest.Status
+OUTCOMES = ("PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED",
+            "EXPIRED", "RESPONDED", "WITHDRAWN")
+
+
+@extend_schema_serializer(component_name="MyRequest")
+class MyRequestSerializer(serializers.Serializer):
+    """One of my gated calls: what it will run (masked), who must decide, who decided so far and
+    what they said, and how it ended."""
+
+    id = serializers.UUIDField()
+    tool = serializers.CharField(source="tool_name")
+    risk = serializers.ChoiceField(choices=RiskLevel.choices)
+    summary = serializers.CharField(help_text="In the platform's words, rebuilt from the arguments after an edit.")
+    masked_arguments = serializers.JSONField(help_text="The normalised arguments that will run (after any edit), "
+                                                       "masked.")
+    needs = serializers.SerializerMethodField(help_text="requester (you confirm with the token) or approvers.")
+    quorum = serializers.IntegerField()
+    approvals = serializers.IntegerField(source="approvals_count", help_text=(
+        "APPROVE and EDIT decisions on the current revision."))
+    decisions = ApprovalRequestSerializer.DecisionSerializer(source="approvals.all", many=True, help_text=(
+        "Every approver's decision so far, with comments, guidance and edits (who changed what)."))
+    revision = serializers.IntegerField(help_text="How many times approvers edited the arguments.")
+    status = serializers.SerializerMethodField(help_text="EXPIRED as soon as expires_at passed while undecided.")
+    outcome = serializers.SerializerMethodField(help_text="The real ending, as on the approvals API.")
+    outcome_code = serializers.CharField(allow_blank=True)
+    decided_by = serializers.SerializerMethodField(help_text='{"role", "username"} of who ended it, or null.')
+    reason = serializers.CharField(source="decision_reason", allow_blank=True, help_text=(
+        "Why it ended: a rejection's reason, the guidance, a withdrawal's reason, ..."))
+    can_withdraw = serializers.SerializerMethodField(help_text="True while it is pending: POST .../withdraw/.")
+    conversation_id = serializers.UUIDField()
+    run_id = serializers.UUIDField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    facts = serializers.SerializerMethodField(help_text="The tool's approval context (see the approvals API).")
+
+    @extend_schema_field(serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")]))
+    def get_needs(self, request: ConfirmationRequest) -> str:
+        return "approvers" if request.policy == ConfirmationRequest.Policy.APPROVERS else "requester"
+
+    @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
+    def get_status(self, request: ConfirmationRequest) -> str:
+        if request.status == Status.PENDING and request.expires_at <= clock.now():
+            return Status.EXPIRED
+        return request.status
+
+    @extend_schema_field(serializers.ChoiceField(choices=[(o, o) for o in OUTCOMES]))
+    def get_outcome(self, request: ConfirmationRequest) -> str:
+        return outcome_of(request)["outcome"]
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_decided_by(self, request: ConfirmationRequest) -> dict | None:
+        return decider(request)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_can_withdraw(self, request: ConfirmationRequest) -> bool:
+        return request.status == Status.PENDING and request.expires_at > clock.now()
+
+    @extend_schema_field(serializers.JSONField())
+    def get_facts(self, request: ConfirmationRequest) -> dict:
+        facts = approval_facts(request, live=False)
+        return {k: facts[k] for k in ("snapshot", "captured_at")}
+
+
+def _mine(user, request_id: uuid.UUID) -> Response:
+    row = requests_of(user=user).filter(pk=request_id).first()
+    if row is None:  # cannot happen after a successful withdrawal; fail closed all the same
+        raise NotFound("unknown confirmation request")
+    return Response(MyRequestSerializer(row).data)
+
+
+class MyRequestListApi(ApiView):
+    """My gated calls, newest first: `state=open` (can be withdrawn), `history`, or `all` (default)."""
+
+    pagination_class = PagePagination
+
+    @extend_schema_serializer(component_name="MyRequestFilter")
+    class FilterSerializer(serializers.Serializer):
+        state = serializers.ChoiceField(choices=[("all", "all"), ("open", "open"), ("history", "history")],
+                                        required=False, default="all")
+
+    @extend_schema(operation_id="my_requests_list", tags=["confirmations"], summary="My requests",
+                   parameters=[FilterSerializer],
+                   responses={200: MyRequestSerializer(many=True), **errors(400, *COMMON, 404)})
+    def get(self, request: Request) -> Response:
+        filters = self.FilterSerializer(data=query_values(request))
+        filters.is_valid(raise_exception=True)
+        return paginated_response(self, requests_of(user=request.user, state=filters.validated_data["state"]),
+                                  MyRequestSerializer)
+
+
+class MyRequestWithdrawApi(ApiView):
+    """Withdraw one of my pending requests: nothing runs, its token is void, the run is told."""
+
+    throttle_classes = [ApiScopeThrottle]
+    throttle_scope = "approve"
+
+    @extend_schema_serializer(component_name="WithdrawInput")
+    class InputSerializer(serializers.Serializer):
+        reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
+
+    @extend_schema(operation_id="my_requests_withdraw", tags=["confirmations"], summary="Withdraw my request",
+                   description=(
+                       "Ends my PENDING request WITHDRAWN (audited): nothing runs, its confirmation token can no "
+                       "longer be used, and the run resumes with a WITHDRAWN tool message for the model. Errors: "
+                       "404 CONFIRMATION_INVALID (unknown, or not mine), 409 ALREADY_DECIDED (no longer pending), "
+                       "410 CONFIRMATION_EXPIRED."),
+                   request=InputSerializer,
+                   responses={200: MyRequestSerializer, **errors(*BODY, *COMMON, 404, 409, 410)})
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        amendments.confirmation_withdraw(request_id=request_id, requester=request.user,
+                                         reason=serializer.validated_data["reason"])
+        return _mine(request.user, request_id)

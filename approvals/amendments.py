@@ -1,0 +1,223 @@
+"""Edit, respond, withdraw (issue 13 items 3 and 6): the decisions besides approve and reject.
+
+- **edit**: an approver replaces the arguments of a PENDING approver-gated request. The tool
+  re-validates them (schema, business rules, money normalisation, precheck) through the rebinder
+  that `tools.apps` registers (approvals sits below tools and never imports it); the request gets
+  the new binding (arguments, hash, masked arguments, summary rebuilt by the tool, facts), its
+  `revision` goes up, the quorum restarts, and the edit counts as its author's approval of what
+  they wrote, never alone (`services.quorum_reached`). Audited EDITED with both hashes.
+- **respond**: an approver answers with guidance instead of a decision; the request ends
+  RESPONDED and the model reads the guidance as a tool message that is neither a success nor a
+  rejection (code APPROVER_GUIDANCE).
+- **withdraw**: the requester withdraws their own PENDING request; it ends WITHDRAWN, its token is
+  void, and the run is told (code WITHDRAWN).
+
+Each is one durable transaction with its audit row; a refusal is audited after the rollback.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from agentplatform import clock, correlation
+from agentplatform.db import update_row
+from agentplatform.redaction import mask_text
+from approvals.errors import (
+    ApprovalForbidden,
+    ArgumentsChanged,
+    ConfirmationAlreadyDecided,
+    ConfirmationNotFound,
+    EditInvalid,
+    EditUnchanged,
+    ReasonRequired,
+)
+from approvals.models import Approval, ConfirmationRequest
+from approvals.services import _audit_request, _guarded, _require_open, _settle
+
+Status = ConfirmationRequest.Status
+
+
+@dataclass(frozen=True)
+class Rebinding:
+    """The new binding of an edited request, as the tool computed it from the edited arguments.
+
+    arguments: validated, normalised parameters (JSON). masked_arguments: the same, masked.
+    arguments_hash: canonical SHA-256 of `arguments`. summary: rebuilt by the tool from them.
+    approval_context: facts captured now (masked), as `tools.approval_context.capture`.
+    idempotency_key / business_object: the tool's, for the new arguments ("" when none).
+    """
+
+    arguments: dict[str, Any]
+    masked_arguments: dict[str, Any]
+    arguments_hash: str
+    summary: str
+    approval_context: dict[str, Any]
+    idempotency_key: str
+    business_object: str
+
+
+Rebinder = Callable[[ConfirmationRequest, Any], Rebinding]
+_rebinder: Rebinder | None = None
+
+
+def register_rebinder(rebinder: Rebinder) -> None:
+    """Install the function that validates edited arguments for a request's tool and returns the
+    new binding, raising EditInvalid (tools.approval_edit.rebind, registered by tools.apps)."""
+    global _rebinder
+    _rebinder = rebinder
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """[{"field", "from", "to"}] of the masked arguments that differ (None: not given)."""
+    return [{"field": name, "from": before.get(name), "to": after.get(name)}
+            for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+
+
+def describe_changes(changes: list[dict[str, Any]]) -> str:
+    """'amount: — → 50.00; reason: "a" → "b"' for people and the model (values already masked)."""
+    def shown(value: Any) -> str:
+        return "—" if value is None else str(value)
+    return "; ".join(f"{c['field']}: {shown(c['from'])} → {shown(c['to'])}" for c in changes)
+
+
+def _lock_for_approver(*, actor, request_id: uuid.UUID) -> ConfirmationRequest:
+    """The request locked for a decision by `actor`, with the approver rules of `_decide`:
+    tenant (404), approver-gated, not the requester, `approve_tool` (403), still open (410/409)."""
+    if actor.tenant_id is None:
+        raise ConfirmationNotFound("unknown confirmation request")
+    request = (ConfirmationRequest.objects.select_for_update(of=("self",)).select_related("tool", "tenant", "user")
+               .filter(pk=request_id, tenant_id=actor.tenant_id).first())
+    if request is None:
+        raise ConfirmationNotFound("unknown confirmation request")
+    if request.policy != ConfirmationRequest.Policy.APPROVERS:
+        raise ApprovalForbidden("this call is confirmed by its requester, not by approvers")
+    if request.user_id == actor.pk:
+        raise ApprovalForbidden("a requester never approves or edits their own call")
+    if not actor.has_perm("tools.approve_tool", request.tool):
+        raise ApprovalForbidden("you do not hold approve_tool on this tool")
+    correlation.set_run_id(request.run_id)
+    _require_open(request, now=clock.now())
+    return request
+
+
+@transaction.atomic(durable=True)
+def _edit(*, actor, request_id: uuid.UUID, arguments: Any, base_arguments_hash: str,
+          comment: str) -> ConfirmationRequest:
+    request = _lock_for_approver(actor=actor, request_id=request_id)
+    if base_arguments_hash != request.arguments_hash:
+        raise ArgumentsChanged("the arguments were changed since you read them (another approver edited "
+                               "first); read the request again")
+    if _rebinder is None:
+        raise EditInvalid("arguments cannot be edited: no tool registry is installed")
+    binding = _rebinder(request, arguments)  # raises EditInvalid; read-only
+    if binding.arguments_hash == request.arguments_hash:
+        raise EditUnchanged("the edited arguments are the same call as the current ones once normalised")
+    comment = mask_text(comment)[:2000]
+    changes = _changes(request.masked_arguments or {}, binding.masked_arguments)
+    old_hash, revision = request.arguments_hash, request.revision + 1
+    # The row is locked: a plain UPDATE. The first binding's hash is kept beside the new one.
+    values = {"arguments": binding.arguments, "masked_arguments": binding.masked_arguments,
+              "arguments_hash": binding.arguments_hash, "summary": mask_text(binding.summary)[:500],
+              "approval_context": binding.approval_context, "idempotency_key": binding.idempotency_key[:128],
+              "business_object": binding.business_object[:200], "revision": revision,
+              "original_arguments_hash": request.original_arguments_hash or old_hash}
+    update_row(ConfirmationRequest, request.pk, values)
+    for name, value in values.items():
+        setattr(request, name, value)
+    Approval.objects.create(request=request, approver=actor, decision=Approval.Decision.EDIT, comment=comment,
+                            revision=revision, arguments_hash=binding.arguments_hash, changes=changes)
+    said = f"; comment: {comment[:200]}" if comment else ""
+    _audit_request(request, decision="EDITED", actor_id=actor.pk, status=f"REVISION_{revision}",
+                   message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
+                            + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
+    # No confirmation here: the edit is its author's approval, never enough alone (quorum_reached).
+    return request
+
+
+def confirmation_edit(*, request_id: uuid.UUID, editor, arguments: Any, base_arguments_hash: str,
+                      comment: str = "") -> ConfirmationRequest:
+    """An approver replaces the arguments of a PENDING approver-gated request.
+
+    arguments: the complete new arguments (JSON object), validated like a model's call (schema,
+    business rules, normalisation, precheck), then bound: new hash, masked arguments, summary and
+    facts; `revision` + 1; decisions on earlier revisions stop counting. The edit counts as the
+    editor's approval of the new revision, but the request is confirmed only with someone else's
+    approval too. base_arguments_hash: the `arguments_hash` the editor saw; a stale one (someone
+    edited first) is refused, so of concurrent edits exactly one wins.
+    Returns the request (still PENDING). Raises ConfirmationNotFound (404), ApprovalForbidden (403),
+    ConfirmationExpired (410), ConfirmationAlreadyDecided (409), ArgumentsChanged (409),
+    EditInvalid (400 INVALID_ARGUMENTS with `errors`), EditUnchanged (400).
+    """
+    if not isinstance(base_arguments_hash, str) or not base_arguments_hash:
+        raise EditInvalid("base_arguments_hash is required: the arguments_hash you edited",
+                          errors=[{"field": "base_arguments_hash", "error": "required"}])
+    return _guarded(_edit, actor=editor, request_id=request_id, arguments=arguments,
+                    base_arguments_hash=base_arguments_hash, comment=comment or "")
+
+
+@transaction.atomic(durable=True)
+def _respond(*, actor, request_id: uuid.UUID, guidance: str) -> ConfirmationRequest:
+    request = _lock_for_approver(actor=actor, request_id=request_id)
+    if Approval.objects.filter(request=request, approver=actor, revision=request.revision).exists():
+        raise ConfirmationAlreadyDecided("you already decided this request")
+    guidance = mask_text(guidance)[:2000]
+    now = clock.now()
+    Approval.objects.create(request=request, approver=actor, decision=Approval.Decision.RESPOND, comment=guidance,
+                            revision=request.revision, arguments_hash=request.arguments_hash)
+    request.status, request.decided_at, request.decided_by = Status.RESPONDED, now, actor
+    request.decision_reason, request.outcome_code = guidance[:500], "RESPONDED"
+    update_row(ConfirmationRequest, request.pk, {
+        "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": request.decision_reason,
+        "outcome_code": request.outcome_code, "token_hash": None})
+    _audit_request(request, decision="RESPONDED", actor_id=actor.pk, message=guidance[:500])
+    _settle(request)
+    return request
+
+
+def confirmation_respond(*, request_id: uuid.UUID, approver, guidance: str) -> ConfirmationRequest:
+    """An approver answers a PENDING request with guidance for the model instead of deciding it:
+    the request ends RESPONDED (nothing runs), the run resumes and the model gets a tool message
+    with code APPROVER_GUIDANCE (not a success, not a rejection) carrying the guidance.
+
+    Raises ReasonRequired (400) for blank guidance; otherwise as `confirmation_approve`.
+    """
+    if not isinstance(guidance, str) or not guidance.strip():
+        raise ReasonRequired("a response needs guidance for the assistant")
+    return _guarded(_respond, actor=approver, request_id=request_id, guidance=guidance.strip())
+
+
+@transaction.atomic(durable=True)
+def _withdraw(*, actor, request_id: uuid.UUID, reason: str) -> ConfirmationRequest:
+    if actor.tenant_id is None:
+        raise ConfirmationNotFound("unknown confirmation request")
+    # Only the requester's own request: anyone else's (same tenant or not) is unknown (404).
+    request = (ConfirmationRequest.objects.select_for_update()
+               .filter(pk=request_id, tenant_id=actor.tenant_id, user_id=actor.pk).first())
+    if request is None:
+        raise ConfirmationNotFound("unknown confirmation request")
+    correlation.set_run_id(request.run_id)
+    now = clock.now()
+    _require_open(request, now=now)
+    reason = mask_text(reason)[:500] or "withdrawn by the requester"
+    request.status, request.decided_at, request.decided_by_id = Status.WITHDRAWN, now, actor.pk
+    request.decision_reason, request.outcome_code, request.token_hash = reason, "WITHDRAWN", None
+    update_row(ConfirmationRequest, request.pk, {
+        "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": reason,
+        "outcome_code": "WITHDRAWN", "token_hash": None})  # the token is void from now on
+    _audit_request(request, decision="WITHDRAWN", actor_id=actor.pk, message=reason)
+    _settle(request)
+    return request
+
+
+def confirmation_withdraw(*, request_id: uuid.UUID, requester, reason: str = "") -> ConfirmationRequest:
+    """The requester withdraws their own PENDING request (either policy): WITHDRAWN, nothing runs,
+    its token can no longer be used, audited; the run resumes and the model is told (WITHDRAWN).
+
+    Raises ConfirmationNotFound (404: unknown, or not the caller's own), ConfirmationExpired (410),
+    ConfirmationAlreadyDecided (409: no longer pending).
+    """
+    return _guarded(_withdraw, actor=requester, request_id=request_id, reason=reason or "")
