@@ -8,6 +8,8 @@ app_name = "approvals"
 urlpatterns = [
     path("", views.pending, name="pending"),
     path("history/", views.history, name="history"),
+    path("live/", views.live, name="live"),
+    path("<uuid:request_id>/", views.detail, name="detail"),
     path("<str:request_id>/approve/", views.approve, name="approve"),
     path("<str:request_id>/reject/", views.reject, name="reject"),
 ]
