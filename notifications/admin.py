@@ -24,6 +24,11 @@ class WebhookEndpointAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     actions = ["rotate_secret"]
     tenant_admin_can = frozenset({"view"})
 
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "url":
+            kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is https (Django 6's default)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     @admin.display(description="host")
     def host(self, obj: WebhookEndpoint) -> str:
         return host_of(obj.url)

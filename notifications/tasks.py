@@ -37,7 +37,7 @@ def backoff(retries: int) -> int:
 
 
 def _wait(seconds: float) -> None:
-    """Eagerly (no broker) Celery runs a retry at once; the delivery thread waits here instead."""
+    """The eager delivery's wait between attempts (tests record it instead of sleeping)."""
     time.sleep(seconds)
 
 
@@ -51,13 +51,18 @@ def deliver_webhook(self, endpoint_id: int, message_id: str, event: str, confirm
     Returns the attempt's outcome (SUCCEEDED, RETRYING, FAILED) or "SKIPPED" (endpoint gone).
     """
     retries = self.request.retries
-    retry_in = backoff(retries) if retries < self.max_retries else None
-    row = services.webhook_attempt(endpoint_id=endpoint_id, message_id=message_id, event=event,
-                                   confirmation_id=confirmation_id, body=body, attempt=retries + 1, retry_in=retry_in)
-    if row is None:
-        return "SKIPPED"
-    if row.outcome == WebhookDelivery.Outcome.RETRYING:
-        if self.request.is_eager:
-            _wait(retry_in)
-        raise self.retry(countdown=retry_in)
-    return row.outcome
+    while True:
+        retry_in = backoff(retries) if retries < self.max_retries else None
+        row = services.webhook_attempt(endpoint_id=endpoint_id, message_id=message_id, event=event,
+                                       confirmation_id=confirmation_id, body=body, attempt=retries + 1,
+                                       retry_in=retry_in)
+        if row is None:
+            return "SKIPPED"
+        if row.outcome != WebhookDelivery.Outcome.RETRYING:
+            return row.outcome
+        if not self.request.is_eager:
+            raise self.retry(countdown=retry_in)  # a worker takes the next attempt after the countdown
+        # Eagerly (no broker: the delivery thread of the web process) nobody else would wait the
+        # backoff, so this attempt waits it and tries again itself.
+        _wait(retry_in)
+        retries += 1
