@@ -69,6 +69,8 @@ INSTALLED_APPS = [
     "tools.catalog",
     # top: the agent runtime
     "agentplatform.runtime",
+    # notifications (email, tenant webhooks): above approvals, listening to its signals
+    "notifications",
     # the REST API (its HTTP Idempotency-Key records) sits on top of everything
     "agentplatform.api",
     # control-plane audit: receivers on every model an administrator changes (docs/roles.md)
@@ -130,6 +132,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # the navigation's count of requests the user may decide (one lazy COUNT)
+                "approvals.context_processors.approvals_nav",
             ],
         },
     },
@@ -383,6 +387,32 @@ TENANT_MODEL_CALLS_PER_DAY = env_int("TENANT_MODEL_CALLS_PER_DAY", 5000)
 # and sweep every WEB_SWEEP_SECONDS in the web process (0 = off).
 APPROVALS_SETTLE_ON_READ = env_bool("APPROVALS_SETTLE_ON_READ", True)
 WEB_SWEEP_SECONDS = env_int("WEB_SWEEP_SECONDS", 5)
+
+# --- Notifications (notifications/; docs/notifications.md) ------------------------------------
+# Links in emails and webhook bodies start with PLATFORM_BASE_URL (the address people reach).
+PLATFORM_BASE_URL = env_str("PLATFORM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
+# Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
+# django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST... in production.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentplatform <noreply@localhost>")
+# Outbound webhooks per tenant: timeout of one attempt (seconds), retries after the first attempt
+# on 5xx/429/timeout/connection errors with exponential backoff (factor x 2**n seconds, capped).
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
+WEBHOOK_MAX_RETRIES = env_int("WEBHOOK_MAX_RETRIES", 6)
+WEBHOOK_RETRY_BACKOFF = env_int("WEBHOOK_RETRY_BACKOFF", 5)
+WEBHOOK_RETRY_BACKOFF_MAX = env_int("WEBHOOK_RETRY_BACKOFF_MAX", 600)
+# Webhook URLs that are (or resolve to) loopback, private, link-local or reserved addresses are
+# refused unless this is true (a relay on the same host or network; tests with a local receiver).
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", False)
+# How often the approver dashboard and the navigation's count ask what changed (seconds).
+APPROVALS_POLL_SECONDS = env_int("APPROVALS_POLL_SECONDS", 5)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)

@@ -57,6 +57,40 @@ def requests_decidable_by(*, user) -> QuerySet[ConfirmationRequest]:
     return qs.order_by("-created_at")
 
 
+def may_approve(*, user) -> bool:
+    """True when `user` (active, of a tenant) holds `approve_tool` on at least one tool, through a
+    user or group grant: the people who land on the approver dashboard after signing in."""
+    if not getattr(user, "is_authenticated", False) or user.tenant_id is None or not user.is_active:
+        return False
+    return _approvable_tools(user).exists()
+
+
+def count_decidable_by(*, user) -> int:
+    """How many requests `user` may decide now (the navigation's count): the rules of
+    `requests_decidable_by` in one COUNT statement, without its annotations. 0 without a tenant
+    (no query)."""
+    if not getattr(user, "is_authenticated", False) or user.tenant_id is None or not user.is_active:
+        return 0
+    return ConfirmationRequest.objects.filter(
+        tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, status=Status.PENDING,
+        expires_at__gt=clock.now(), tool__in=_approvable_tools(user),
+    ).exclude(user_id=user.pk).filter(
+        ~Exists(Approval.objects.filter(request=OuterRef("pk"), approver_id=user.pk))).count()
+
+
+def deciders_of(request: ConfirmationRequest) -> QuerySet:
+    """The users who may decide `request` now: active members of its tenant holding
+    `approve_tool` on its tool through a user or group grant (no global grant, no superuser
+    shortcut), not its requester, and not having decided it already. The notifications' recipients;
+    the service still re-checks every rule when one of them decides."""
+    from guardian.shortcuts import get_users_with_perms
+
+    users = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
+                                 with_superusers=False)
+    return users.filter(tenant_id=request.tenant_id, is_active=True).exclude(pk=request.user_id).exclude(
+        pk__in=Approval.objects.filter(request_id=request.pk).values("approver_id")).order_by("pk")
+
+
 def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
     """Approver-gated requests of the user's tenant that `user` can no longer decide, newest first.
 

@@ -31,7 +31,7 @@ from approvals.errors import (
     ReasonRequired,
 )
 from approvals.models import Approval, ConfirmationRequest
-from approvals.signals import confirmation_settled
+from approvals.signals import approvers_needed, confirmation_settled
 from audit import events
 
 Status = ConfirmationRequest.Status
@@ -111,9 +111,16 @@ def _audit_refusal(*, actor, error: DomainError, request_id: uuid.UUID | None = 
                               actor_id=actor.pk, decision="REFUSED", status=error.code, message=error.message)
 
 
+def _needs_approvers(request: ConfirmationRequest) -> None:
+    """Tell listeners (notifications) that an approver-gated request waits for approvers now."""
+    if request.policy == Policy.APPROVERS and request.status == Status.PENDING:
+        approvers_needed.send(sender=ConfirmationRequest, request_id=request.id, tenant_id=request.tenant_id)
+
+
 def _settle(request: ConfirmationRequest) -> None:
     confirmation_settled.send(
-        sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status
+        sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status,
+        policy=request.policy,
     )
 
 
@@ -176,6 +183,7 @@ def confirmation_create(
         approval_context=approval_context or {},
     )
     confirmations_supersede(request=request)
+    _needs_approvers(request)
     return request, raw_token
 
 
@@ -456,6 +464,7 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     request = ConfirmationRequest.objects.get(pk=request_id)
     _audit_request(request, decision="CONFIRMATION_REQUIRED", actor_id=None, status="REGATED",
                    message=regate.reason)
+    _needs_approvers(request)
     return request
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -102,6 +103,70 @@ def history(request: HttpRequest) -> HttpResponse:
     return render(request, "approvals/dashboard.html", {
         "tab": "history", "rows": rows, "page": page,
         "pending_count": selectors.requests_decidable_by(user=request.user).count(),
+    })
+
+
+@login_required
+@require_GET
+def detail(request: HttpRequest, request_id: str) -> HttpResponse:
+    """One request, where a notification's link leads: on the pending tab (with the decision
+    forms) while the user may decide it, else as history. 404 for a request the user could not
+    see on either tab (unknown, another tenant's, a tool they may not approve)."""
+    rid = _request_id(request_id)
+    row = selectors.requests_decidable_by(user=request.user).filter(pk=rid).first()
+    tab = "pending"
+    if row is None:
+        row, tab = selectors.requests_history_for(user=request.user).filter(pk=rid).first(), "history"
+    if row is None:
+        raise Http404("unknown confirmation request")
+    return render(request, "approvals/dashboard.html", {
+        "tab": tab, "rows": [_present(row, user=request.user)], "approve_form": ApproveForm(),
+        "reject_form": RejectForm(), "pending_count": selectors.count_decidable_by(user=request.user),
+        "single": True,
+    })
+
+
+LIVE_MAX_IDS = 100  # cards one poll may ask about
+
+
+@login_required
+@require_GET
+def live(request: HttpRequest) -> JsonResponse:
+    """The dashboard's poll (docs/notifications.md, "Live dashboard"): what changed since the page
+    was drawn, so it updates without a reload.
+
+    `?count=1`: only "pending_count" (other pages' navigation). `?ids=<uuid>,<uuid>...`: the cards on the page (at most LIVE_MAX_IDS; others ignored).
+    Answers {"pending_count": int, "pending": [{"id", "approvals", "quorum", "expires_at"}] (every
+    request the user may decide now, newest first), "ended": [{"id", "outcome", "label",
+    "decided_by"}] (asked-about cards that no longer wait for this user: decided by someone,
+    approved by the user, expired), "poll_seconds": int}. Scoped like the tabs: ids of another
+    tenant or of tools the user may not approve are simply absent.
+    """
+    if request.GET.get("count"):  # the navigation's poll on other pages: the count only
+        return JsonResponse({"pending_count": selectors.count_decidable_by(user=request.user), "pending": [],
+                             "ended": [], "poll_seconds": settings.APPROVALS_POLL_SECONDS})
+    asked = []
+    for value in request.GET.get("ids", "").split(",")[:LIVE_MAX_IDS]:
+        try:
+            asked.append(uuid.UUID(value.strip()))
+        except ValueError:
+            continue
+    pending = list(selectors.requests_decidable_by(user=request.user))
+    pending_ids = {row.pk for row in pending}
+    ended = []
+    rest = [rid for rid in asked if rid not in pending_ids]
+    if rest:
+        for row in selectors.requests_history_for(user=request.user).filter(pk__in=rest).select_related("decided_by"):
+            outcome = selectors.outcome_of(row)
+            ended.append({"id": str(row.pk), "outcome": outcome["outcome"], "label": outcome["label"],
+                          "decided_by": row.decided_by.get_username() if row.decided_by_id else None,
+                          "decided_by_me": bool(row.decided_by_me)})
+    return JsonResponse({
+        "pending_count": len(pending),
+        "pending": [{"id": str(r.pk), "approvals": r.approvals_count, "quorum": r.quorum,
+                     "expires_at": r.expires_at.isoformat()} for r in pending],
+        "ended": ended,
+        "poll_seconds": settings.APPROVALS_POLL_SECONDS,
     })
 
 

@@ -73,6 +73,14 @@ def _offline_model(settings):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _notifications_inline(monkeypatch):
+    """Without a broker, notifications run in a daemon thread (notifications.services.dispatch);
+    tests run them in the committing thread instead, so they finish before the test looks."""
+    monkeypatch.setattr("notifications.services.EAGER_IN_THREAD", False)
+    yield
+
+
 @pytest.fixture
 def people(db):
     """{tenant slug: {persona: user}} for tenants acme and globex (see agentplatform.runtime.demo.seed)."""

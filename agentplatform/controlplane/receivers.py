@@ -18,6 +18,7 @@ Rows are written through `audit.events.record` (the one writer of AuditEvent), n
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -90,6 +91,8 @@ def _watched() -> dict[type, Watched]:
     from guardian.models import GroupObjectPermission, UserObjectPermission
 
     from agentplatform.api.models import ApiKey
+    from notifications.models import WebhookEndpoint
+    from notifications.urlcheck import host_of
     from tools.models import TenantToolPolicy, Tool
 
     token = Watched("api_token", lambda t: {"user": t.user.username, "name": t.name, "prefix": t.token_key,
@@ -125,16 +128,27 @@ def _watched() -> dict[type, Watched]:
         # API keys (django-rest-knox): only the name and the 15-character prefix are described;
         # the digest (the primary key) and the key itself never appear.
         ApiKey: token,
+        # Webhook endpoints (docs/notifications.md): the URL by host and digest (a relay URL's path
+        # may itself be a secret); a new secret as "<changed>", never its value.
+        WebhookEndpoint: Watched(
+            "webhook_endpoint",
+            lambda e: {"tenant": e.tenant.slug, "name": e.name, "host": host_of(e.url),
+                       "url_sha256": hashlib.sha256(e.url.encode()).hexdigest()[:16], "is_active": e.is_active,
+                       "secret": e.secret},
+            lambda e: [e.tenant_id], lambda e: f"{e.tenant.slug}/{e.name or e.pk}"),
     }
 
 
 WATCHED: dict[type, Watched] = {}
 
 
+SECRET_KEYS = frozenset({"password", "secret"})  # audited as "<changed>", never their value
+
+
 def _secret_safe(values: dict[str, Any] | None) -> dict[str, Any] | None:
-    if values is None or "password" not in values:
+    if values is None or not SECRET_KEYS & set(values):
         return values
-    return {k: v for k, v in values.items() if k != "password"}
+    return {k: v for k, v in values.items() if k not in SECRET_KEYS}
 
 
 def control_change(*, kind: str, verb: str, ident: str, tenants: list[int], old: dict | None, new: dict | None,
@@ -151,8 +165,8 @@ def control_change(*, kind: str, verb: str, ident: str, tenants: list[int], old:
         changed = [k for k in (new or {}) if (old or {}).get(k) != new[k]]
         if not changed:
             return []
-        old = {k: (SECRET if k == "password" else old.get(k)) for k in changed}
-        new = {k: (SECRET if k == "password" else new[k]) for k in changed}
+        old = {k: (SECRET if k in SECRET_KEYS else old.get(k)) for k in changed}
+        new = {k: (SECRET if k in SECRET_KEYS else new[k]) for k in changed}
     else:
         old, new = _secret_safe(old), _secret_safe(new)
     actor = current_actor()

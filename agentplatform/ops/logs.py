@@ -172,5 +172,9 @@ def logging_config(*, fmt: str, level: str, access: bool) -> dict[str, Any]:
             "uvicorn.access": {"level": "WARNING"},
             "uvicorn.error": {"level": "INFO"},
             "gunicorn.error": {"level": "INFO"},
+            # httpx names every URL it calls at INFO; a webhook relay's URL path may be a secret
+            # (docs/notifications.md): its lines and httpcore's are kept to warnings.
+            "httpx": {"level": "WARNING"},
+            "httpcore": {"level": "WARNING"},
         },
     }

@@ -7,14 +7,23 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 
+def landing_url(user) -> str:
+    """Where a signed-in person starts (issue 13 item 4): people who may approve (approve_tool on
+    some tool) land on the approver dashboard, everyone else on the chat."""
+    from approvals.selectors import may_approve
+
+    return reverse("approvals:pending") if may_approve(user=user) else reverse("chat")
+
+
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """`/`: signed-in people go to the chat, everyone else to the sign-in page."""
-    return redirect("chat" if request.user.is_authenticated else settings.LOGIN_URL)
+    """`/`: signed-in people go to where they start (landing_url), everyone else to sign in."""
+    return redirect(landing_url(request.user) if request.user.is_authenticated else settings.LOGIN_URL)
 
 
 @login_required
@@ -36,6 +45,10 @@ class SignInView(LoginView):
     LLM_API_KEY) the page names the demo personas; with a real model it does not."""
 
     redirect_authenticated_user = True
+
+    def get_default_redirect_url(self) -> str:
+        """Without `?next=`: approvers to /approvals/, everyone else to /chat/ (landing_url)."""
+        return landing_url(self.request.user)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)

@@ -46,7 +46,9 @@ def order_id(tenant_slug: str, suffix: str) -> str:
 
 def _user(tenant: Tenant | None, name: str, **flags) -> User:
     username = f"{tenant.slug}-{name}" if tenant is not None else name
-    user, created = User.objects.get_or_create(username=username, defaults={"tenant": tenant, **flags})
+    # an address at the reserved example.com domain: notifications go to the console backend in the demo
+    user, created = User.objects.get_or_create(username=username, defaults={
+        "tenant": tenant, "email": f"{username}@example.com", **flags})
     if created:
         user.set_password(DEMO_PASSWORD)
         user.save()

@@ -1,0 +1,68 @@
+"""Admin of webhook endpoints and their delivery log (docs/notifications.md).
+
+Platform operators create, change and deactivate endpoints, read their secret and rotate it.
+Tenant administrators see their own tenant's endpoints (without the secret) and delivery log,
+read-only. Another tenant's rows answer 404 (agentplatform.tenancy.admin_scope).
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
+from agentplatform.tenancy.roles import is_platform_operator
+from audit.admin import ReadOnlyAdminMixin
+from notifications.models import WebhookDelivery, WebhookEndpoint
+from notifications.signing import new_secret
+from notifications.urlcheck import host_of
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    list_display = ("__str__", "tenant", "host", "is_active", "created_at")
+    list_filter = ("is_active", "tenant")
+    search_fields = ("name", "url")
+    actions = ["rotate_secret"]
+    tenant_admin_can = frozenset({"view"})
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        if db_field.name == "url":
+            kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is https (Django 6's default)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+    @admin.display(description="host")
+    def host(self, obj: WebhookEndpoint) -> str:
+        return host_of(obj.url)
+
+    def get_fields(self, request, obj=None):
+        fields = ["tenant", "name", "url", "is_active", "created_at"]
+        if is_platform_operator(request.user):
+            fields.append("secret")  # only operators ever read it
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("created_at", "secret") if is_platform_operator(request.user) else self.get_fields(request, obj)
+
+    def get_actions(self, request):
+        return super().get_actions(request) if is_platform_operator(request.user) else {}
+
+    @admin.action(description="Rotate the secret of the selected endpoints")
+    def rotate_secret(self, request, queryset) -> None:
+        for endpoint in queryset:
+            endpoint.secret = new_secret()
+            endpoint.save(update_fields=["secret"])
+        messages.success(request, f"{queryset.count()} secret(s) rotated; give the receivers the new secret.")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """One row per attempt: outcome, HTTP status, error, duration, backoff before the next one."""
+
+    list_display = ("created_at", "tenant", "endpoint", "event", "attempt", "outcome", "response_status",
+                    "retry_in_seconds", "duration_ms", "confirmation_id")
+    list_filter = ("outcome", "event", "tenant")
+    search_fields = ("message_id", "confirmation_id")
+    date_hierarchy = "created_at"
+    list_select_related = ("tenant", "endpoint")
+    fields = ("created_at", "tenant", "endpoint", "event", "message_id", "confirmation_id", "attempt", "outcome",
+              "response_status", "error", "duration_ms", "retry_in_seconds", "body")
+    readonly_fields = fields

@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    """Email and outbound webhooks about approval requests (docs/notifications.md). Sits above
+    approvals: it listens to approvals' signals; approvals never imports it."""
+
+    name = "notifications"
+    verbose_name = "Notifications"
+
+    def ready(self) -> None:
+        from approvals.signals import approvers_needed, confirmation_settled
+        from notifications import receivers
+
+        approvers_needed.connect(receivers.on_approvers_needed, dispatch_uid="notifications.approvers_needed")
+        confirmation_settled.connect(receivers.on_settled, dispatch_uid="notifications.settled")

@@ -1,0 +1,119 @@
+/* Live approvals (issue 13 item 4; docs/notifications.md, "Live dashboard"). No dependencies.
+ *
+ * Every page with the navigation's count ([data-approvals-nav]) asks /approvals/live/ every
+ * data-poll-seconds (paused while the tab is hidden, asked again when it shows) and updates
+ * the count. On the pending tab of the dashboard (.request-list[data-live]) it also:
+ *  - inserts the cards of new requests (taken from a fresh copy of the page; cards being typed
+ *    in are never redrawn),
+ *  - updates "approvals n / quorum" when another approver approved,
+ *  - marks a card whose request ended meanwhile (decided by someone else, expired) and disables
+ *    its buttons; the server refuses a late decision anyway, with a readable message.
+ */
+(function () {
+  "use strict";
+
+  var nav = document.querySelector("[data-approvals-nav]");
+  if (!nav || !window.fetch) { return; }
+  var liveUrl = nav.getAttribute("data-live-url");
+  var seconds = parseInt(nav.getAttribute("data-poll-seconds"), 10) || 5;
+  var list = document.querySelector(".request-list[data-live]");
+  var timer = null;
+  var busy = false;
+
+  var ENDED_TEXT = {
+    EXPIRED: "Expired before a decision; nothing will run. / 已过期，不会执行。",
+    REJECTED: "Rejected{by}; nothing will run. / 已被拒绝，不会执行。",
+    CONFIRMED: "Approved{by}: quorum reached, it runs now. / 已批准，即将执行。",
+    EXECUTED: "Approved{by} and executed. / 已批准并执行。",
+    CANCELLED: "Cancelled; nothing will run. / 已取消。",
+    SUPERSEDED: "Replaced by a newer request. / 已被新请求取代。",
+    PENDING: "You decided this request; waiting for other approvers. / 您已处理，等待其他审批人。"
+  };
+
+  function cards() { return list ? list.querySelectorAll("[data-request-id]") : []; }
+
+  function setCount(n) {
+    nav.textContent = String(n);
+    nav.classList.toggle("is-zero", n === 0);
+    nav.setAttribute("aria-label", n + " waiting for your decision / 待您审批");
+    var tab = document.querySelector("[data-testid=tab-pending] .count");
+    if (tab) { tab.textContent = String(n); }
+  }
+
+  function markEnded(card, item) {
+    if (card.classList.contains("resolved")) { return; }
+    card.classList.add("resolved");
+    card.querySelectorAll("button, textarea").forEach(function (el) { el.disabled = true; });
+    var by = item.decided_by ? " by " + item.decided_by : "";
+    var text = (ENDED_TEXT[item.outcome] || (item.label + "{by}")).replace("{by}", by);
+    var banner = document.createElement("p");
+    banner.className = "card-ended outcome-" + String(item.outcome).toLowerCase();
+    banner.setAttribute("data-testid", "card-ended");
+    banner.setAttribute("data-outcome", item.outcome);
+    banner.setAttribute("role", "status");
+    banner.textContent = text;
+    var head = card.querySelector(".request-head");
+    (head || card).insertAdjacentElement(head ? "afterend" : "afterbegin", banner);
+    var countdown = card.querySelector(".countdown");
+    if (countdown) { countdown.removeAttribute("data-expires-at"); countdown.textContent = item.label; }
+  }
+
+  function insertNew(ids) {
+    // A fresh copy of the pending tab holds the new cards, drawn by the server as always.
+    return fetch(window.location.pathname, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : ""; })
+      .then(function (html) {
+        if (!html) { return; }
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var empty = document.querySelector(".empty");
+        ids.slice().reverse().forEach(function (id) {
+          var fresh = doc.querySelector('[data-request-id="' + id + '"]');
+          if (!fresh || list.querySelector('[data-request-id="' + id + '"]')) { return; }
+          fresh.classList.add("is-new");
+          list.insertBefore(document.importNode(fresh, true), list.firstChild);
+        });
+        if (empty && cards().length) { empty.hidden = true; }
+        if (window.APCountdown) { window.APCountdown.tick(); }
+      });
+  }
+
+  function apply(data) {
+    setCount(data.pending_count);
+    if (!list) { return; }
+    var onPage = {};
+    cards().forEach(function (card) { onPage[card.getAttribute("data-request-id")] = card; });
+    var missing = [];
+    data.pending.forEach(function (item) {
+      var card = onPage[item.id];
+      if (!card) { missing.push(item.id); return; }
+      var quorum = card.querySelector("[data-testid=quorum]");
+      if (quorum) { quorum.textContent = item.approvals + " / " + item.quorum; }
+      var meter = card.querySelector("progress.meter");
+      if (meter) { meter.value = item.approvals; meter.max = item.quorum; }
+    });
+    data.ended.forEach(function (item) { if (onPage[item.id]) { markEnded(onPage[item.id], item); } });
+    if (missing.length && list.getAttribute("data-live") === "insert") { return insertNew(missing); }
+  }
+
+  function poll() {
+    if (busy || document.hidden) { return; }
+    busy = true;
+    var ids = [];
+    cards().forEach(function (card) { if (!card.classList.contains("resolved")) { ids.push(card.getAttribute("data-request-id")); } });
+    var url = liveUrl + (list ? "?ids=" + encodeURIComponent(ids.join(",")) : "?count=1");
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) { return data ? apply(data) : null; })
+      .catch(function () { /* offline for a moment: the next poll tries again */ })
+      .then(function () { busy = false; });
+  }
+
+  function start() { if (!timer) { timer = setInterval(poll, seconds * 1000); } }
+  function stop() { if (timer) { clearInterval(timer); timer = null; } }
+
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) { stop(); } else { poll(); start(); }
+  });
+  window.APApprovalsLive = { poll: poll };
+  start();
+})();
