@@ -13,6 +13,7 @@ the pipeline uses.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.forms.models import BaseInlineFormSet
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
@@ -52,8 +53,45 @@ def _describe(policy: EffectivePolicy | None) -> str:
     return f"risk {policy.risk}, policy {policy.policy}, quorum {policy.quorum}, TTL {policy.ttl_seconds} s"
 
 
+def _label_row_fields(form) -> None:
+    """Name each field of a form shown as one row of a table (a changelist's editable column, a
+    tabular inline) for assistive technology: such tables have column headers but no <label>, so
+    each input gets an aria-label "<field> (<row's object>)" (axe-core `label`, `select-name`)."""
+    row = str(form.instance) if form.instance.pk else "new entry / 新条目"
+    for name, field in form.fields.items():
+        widget = field.widget
+        target = getattr(widget, "widget", widget)  # a RelatedFieldWidgetWrapper wraps the <select>
+        if "aria-label" not in target.attrs:  # a new dict: widgets' attrs may be shared between copies
+            target.attrs = {**target.attrs, "aria-label": f"{field.label or name} ({row})"}
+            if target is not widget:
+                widget.attrs = target.attrs
+
+
+class _LabelledRowsFormSet(BaseInlineFormSet):
+    """An inline formset whose rows' inputs are labelled (the DELETE box included)."""
+
+    def add_fields(self, form, index) -> None:
+        super().add_fields(form, index)
+        _label_row_fields(form)
+
+
+class LabelledChangelistMixin:
+    """A ModelAdmin whose changelist's editable columns are labelled per row."""
+
+    def get_changelist_form(self, request, **kwargs):
+        base = super().get_changelist_form(request, **kwargs)
+
+        class Labelled(base):
+            def __init__(self, *args, **kw) -> None:
+                super().__init__(*args, **kw)
+                _label_row_fields(self)
+
+        return Labelled
+
+
 class _TenantToolPolicyInline(TenantScopedMixin, admin.TabularInline):
     model = TenantToolPolicy
+    formset = _LabelledRowsFormSet
     readonly_fields = ("updated_at",)
     extra = 0
     tenant_admin_can = frozenset({"view"})
@@ -118,7 +156,7 @@ class _TenantGroupPermsForm(_LimitedChoices, AdminGroupObjectPermissionsForm):
 
 
 @admin.register(Tool)
-class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
+class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdmin):
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
     `use_tool` and `approve_tool` to users and groups."""
 
@@ -324,7 +362,7 @@ class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
 
 
 @admin.register(TenantToolPolicy)
-class TenantToolPolicyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     """Per-tenant whitelist and tighten-only overrides. Disabling a row removes the tool from that
     tenant's next runs; risk, quorum and TTL here may only make the tool stricter in that tenant."""
 

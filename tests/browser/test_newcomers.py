@@ -235,7 +235,10 @@ def test_no_serious_accessibility_violations(open_person, requester, approver1, 
         problems += _axe(admin, label)
     root = open_person("operator")
     root.sign_in(operator.username, DEMO_PASSWORD, next_path="/admin/")
-    root.goto(f"/admin/tools/tool/{cancel.pk}/change/")
-    problems += _axe(root, "operator-tool")
+    for label, path in [("operator-tool", f"/admin/tools/tool/{cancel.pk}/change/"),
+                        ("operator-tools", "/admin/tools/tool/"),
+                        ("operator-tenant", f"/admin/tenancy/tenant/{requester.tenant_id}/change/")]:
+        root.goto(path)
+        problems += _axe(root, label)
 
     assert problems == [], "\n".join(problems)
