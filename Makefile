@@ -5,7 +5,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test serve dev chat worker beat bench lint clean
+.PHONY: help demo test serve dev chat worker beat bench lint clean
+
+# `make chat USER=acme-approver1`: USER given on the command line wins over the login name in the
+# environment (USER_NAME=... works too); the default is the demo requester.
+CHAT_USER := $(if $(filter command line,$(origin USER)),$(USER),$(or $(USER_NAME),acme-requester))
+
+help:  ## this list of targets
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-z][a-z-]*:.*## / {printf "  make %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): requirements.txt
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (set PY=python3 to use another)"; exit 1; }
@@ -19,8 +26,8 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $(DEV_STAMP)
 
-demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite + offline model
-	$(BIN)/python manage.py demo
+demo: $(STAMP)  ## install, migrate, seed and play the governed story on SQLite + offline model (ARGS=--reset undoes admin changes)
+	$(BIN)/python manage.py demo $(ARGS)
 
 test: $(DEV_STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests skip with a reason when absent)
 	$(BIN)/python -m pytest -q -rs
@@ -32,7 +39,7 @@ dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.
 	$(BIN)/python manage.py runserver 127.0.0.1:8000
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
-	$(BIN)/python manage.py chat --user $(or $(USER_NAME),acme-requester)
+	$(BIN)/python manage.py chat --user $(CHAT_USER)
 
 worker: $(STAMP)  ## a Celery worker (needs CELERY_BROKER_URL=redis://...; see docs/operations.md)
 	@test -n "$$CELERY_BROKER_URL" || { echo "set CELERY_BROKER_URL, e.g. redis://127.0.0.1:6379/0 (without it tasks run eagerly in the web process)"; exit 1; }
@@ -45,5 +52,8 @@ beat: $(STAMP)  ## the Celery beat scheduler: expiry, recovery, pruning (schedul
 bench: $(DEV_STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
 	$(BIN)/python bench/run_all.py
 
-clean:
+lint: $(DEV_STAMP)  ## ruff (rules and exclusions in ruff.toml)
+	$(BIN)/ruff check .
+
+clean:  ## remove the virtual environment, the SQLite database and test artifacts
 	rm -rf $(VENV) db.sqlite3 test-artifacts

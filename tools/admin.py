@@ -13,12 +13,14 @@ the pipeline uses.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.forms.models import BaseInlineFormSet
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 from django.contrib.admin.utils import unquote
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from guardian.admin import (
     AdminGroupObjectPermissionsForm,
     AdminUserObjectPermissionsForm,
@@ -31,9 +33,10 @@ from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 from agentplatform.tenancy.actor import current_request
 from agentplatform.tenancy.admin import TenantAdmin as BaseTenantAdmin
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin, tenant_groups, tenant_users
-from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.models import Tenant, User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 from audit.admin import ReadOnlyAdminMixin
+from tools.access import tool_access, tools_access
 from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
 from tools.policy import EffectivePolicy, effective_policy
 from tools.registry import registry
@@ -50,8 +53,45 @@ def _describe(policy: EffectivePolicy | None) -> str:
     return f"risk {policy.risk}, policy {policy.policy}, quorum {policy.quorum}, TTL {policy.ttl_seconds} s"
 
 
+def _label_row_fields(form) -> None:
+    """Name each field of a form shown as one row of a table (a changelist's editable column, a
+    tabular inline) for assistive technology: such tables have column headers but no <label>, so
+    each input gets an aria-label "<field> (<row's object>)" (axe-core `label`, `select-name`)."""
+    row = str(form.instance) if form.instance.pk else "new entry / 新条目"
+    for name, field in form.fields.items():
+        widget = field.widget
+        target = getattr(widget, "widget", widget)  # a RelatedFieldWidgetWrapper wraps the <select>
+        if "aria-label" not in target.attrs:  # a new dict: widgets' attrs may be shared between copies
+            target.attrs = {**target.attrs, "aria-label": f"{field.label or name} ({row})"}
+            if target is not widget:
+                widget.attrs = target.attrs
+
+
+class _LabelledRowsFormSet(BaseInlineFormSet):
+    """An inline formset whose rows' inputs are labelled (the DELETE box included)."""
+
+    def add_fields(self, form, index) -> None:
+        super().add_fields(form, index)
+        _label_row_fields(form)
+
+
+class LabelledChangelistMixin:
+    """A ModelAdmin whose changelist's editable columns are labelled per row."""
+
+    def get_changelist_form(self, request, **kwargs):
+        base = super().get_changelist_form(request, **kwargs)
+
+        class Labelled(base):
+            def __init__(self, *args, **kw) -> None:
+                super().__init__(*args, **kw)
+                _label_row_fields(self)
+
+        return Labelled
+
+
 class _TenantToolPolicyInline(TenantScopedMixin, admin.TabularInline):
     model = TenantToolPolicy
+    formset = _LabelledRowsFormSet
     readonly_fields = ("updated_at",)
     extra = 0
     tenant_admin_can = frozenset({"view"})
@@ -116,7 +156,7 @@ class _TenantGroupPermsForm(_LimitedChoices, AdminGroupObjectPermissionsForm):
 
 
 @admin.register(Tool)
-class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
+class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdmin):
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
     `use_tool` and `approve_tool` to users and groups."""
 
@@ -181,6 +221,48 @@ class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
     def in_effect(self, obj: Tool) -> str:
         return _describe(self._effective(obj)) + (
             " (CRITICAL is always approver-gated with at least 2 distinct approvers unless a written waiver is stored)")
+
+    # -- effective access: may this user use this tool, and what is missing (tools.access) ---------
+
+    change_list_template = "admin/tools/tool/change_list.html"
+    change_form_template = "admin/tools/tool/change_form.html"  # guardian's, plus the effective-access link
+
+    def get_urls(self):
+        urls = super().get_urls()
+        view = self.admin_site.admin_view(self.effective_access_view)
+        return [path("effective-access/", view, name="tools_tool_effective_access")] + urls
+
+    def effective_access_view(self, request: HttpRequest) -> TemplateResponse:
+        """`/admin/tools/tool/effective-access/?user=<id>[&tool=<id>]`: for one user, each tool (or
+        the one chosen) with every condition of access (tools.access) held or missing, and who can
+        fix it. Operators pick any member of a tenant; a tenant administrator only their tenant's
+        members (another tenant's user, or a superuser, answers 404)."""
+        role = self.role(request)
+        if role is None:
+            raise Http404("no access")
+        users = User.objects.filter(tenant__isnull=False)
+        if role == TENANT_ADMINISTRATOR:
+            users = tenant_users(request.user.tenant_id).filter(is_superuser=False)
+        users = users.order_by("username")
+        chosen = tool = None
+        if request.GET.get("user"):
+            chosen = get_object_or_404(users, pk=request.GET["user"]) if request.GET["user"].isdigit() else None
+            if chosen is None:
+                raise Http404("no such user")
+        if request.GET.get("tool"):
+            tool = get_object_or_404(Tool, pk=request.GET["tool"]) if request.GET["tool"].isdigit() else None
+            if tool is None:
+                raise Http404("no such tool")
+        rows = []
+        if chosen is not None:
+            rows = [tool_access(user=chosen, tool=tool)] if tool is not None else tools_access(user=chosen)
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
+                   "title": "Effective access / 实际权限", "users": users, "tools": Tool.objects.order_by("name"),
+                   "chosen": chosen, "tool": tool, "rows": rows,
+                   "keys": [("member", "member / 成员"), ("platform", "platform / 平台"), ("tenant", "tenant / 租户"),
+                            ("use_tool", "use_tool"), ("permission", "permission / 权限")]}
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/tools/tool/effective_access.html", context)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # rows mirror the code registry
@@ -280,7 +362,7 @@ class ToolAdmin(TenantScopedAdminMixin, GuardedModelAdmin):
 
 
 @admin.register(TenantToolPolicy)
-class TenantToolPolicyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     """Per-tenant whitelist and tighten-only overrides. Disabling a row removes the tool from that
     tenant's next runs; risk, quorum and TTL here may only make the tool stricter in that tenant."""
 

@@ -30,6 +30,7 @@ from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidation
 from tools.hashing import arguments_hash as hash_arguments
 from tools.idempotency import Outcome, idempotency_execute, idempotency_peek, run_action
 from tools import approval_context
+from tools.access import refusal_message, tool_access
 from tools.masking import mask_mapping
 from tools.money import MoneyInvalid
 from tools.models import ApprovalPolicy, Tool
@@ -370,8 +371,10 @@ class ToolCallingManager:
             raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(code, message),
                                      decision="NOT_FOUND" if code == "TOOL_NOT_FOUND" else "DENIED"))
         if call.name and tool_available_to_tenant(name=call.name, tenant_id=ctx.tenant_id):
-            audit.deny("PERMISSION_DENIED", "the user may not use this tool")
-            raise ToolPermissionDenied(f"you may not use the tool {call.name}")
+            # Enabled for the requester's tenant: name what they lack (their own grants only).
+            message = refusal_message(tool_access(user=ctx.user, tool=Tool.objects.get(name=call.name)))
+            audit.deny("PERMISSION_DENIED", message)
+            raise ToolPermissionDenied(message)
         raise _Stop(audit.stop("NOT_FOUND", ToolResult.failure(
             "TOOL_NOT_FOUND", f"no tool named {call.name[:100]!r} is available; use only the offered tools")))
 
@@ -419,8 +422,11 @@ class ToolCallingManager:
             if confirmation_id is not None:
                 raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(
                     "PERMISSION_DENIED", f"the requester no longer holds {spec.permission}")))
-            audit.deny("PERMISSION_DENIED", f"missing permission {spec.permission}")
-            raise ToolPermissionDenied(f"missing permission {spec.permission}")
+            message = (f"you may not use the tool {spec.name}: missing the permission {spec.permission}; ask your "
+                       f"tenant administrator to grant it / 您无权使用工具 {spec.name}：缺少权限 {spec.permission}，"
+                       "请联系租户管理员授予")
+            audit.deny("PERMISSION_DENIED", message)
+            raise ToolPermissionDenied(message)
 
     def _precheck(self, ctx: ToolContext, spec: ToolSpec, params: Any, audit) -> None:
         """The tool's read-only precheck before a human is asked: a call that cannot succeed is

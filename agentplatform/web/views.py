@@ -32,9 +32,14 @@ def home(request: HttpRequest) -> HttpResponse:
 def chat(request: HttpRequest) -> HttpResponse:
     """`/chat/`: conversation list, message box, streamed answers, tool progress and confirmation
     cards. `?c=<conversation id>` opens that conversation (the script checks it through the API,
-    so another user's id simply shows "not found")."""
+    so another user's id simply shows "not found"). The suggestions name demo orders of the user's
+    tenant that the demo's story leaves fresh (agentplatform.runtime.demo.seed.suggestions)."""
+    from agentplatform.runtime.demo.seed import suggestions
+
+    tenant = getattr(request.user, "tenant", None)
     return render(request, "chat/chat.html", {
         "conversation_id": request.GET.get("c", "")[:64],
+        "suggestions": suggestions(tenant.slug if tenant is not None else None),
         "model_name": settings.LLM_MODEL,
         "offline_model": not settings.LLM_API_KEY,
     })

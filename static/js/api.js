@@ -62,6 +62,10 @@
 
   /* What a person reads for an API error. */
   function errorText(error) {
+    // A refusal names what is missing (e.g. "missing the permission catalog.cancel_order"): show it.
+    if (error.code === "PERMISSION_DENIED" && error.message && error.message !== "Forbidden") {
+      return error.message + " (PERMISSION_DENIED)";
+    }
     return ERROR_TEXT[error.code] || ((error.message || "Something went wrong") + " (" + (error.code || "ERROR") + ")");
   }
 

@@ -1,21 +1,14 @@
 """Batch 1: stale holder after cancel, duplicate tool_call_ids, recovery truthfulness."""
 from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import json
-import datetime
-import uuid
 
-import pytest
 from rest_framework.test import APIClient
 
-from agentplatform import clock
-from agentplatform.runtime import loop, services
-from agentplatform.runtime.models import Run, RunEvent
-from approvals import services as approvals
+from agentplatform.runtime import services
+from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
-from audit.models import AuditEvent
-from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER
-from tools.catalog.models import Cancellation, Refund
-from tools.models import Tool
+from tests.tools.support import CANCEL_ARGS, REFUND_ORDER
+from tools.catalog.models import Cancellation
 
 S = ConfirmationRequest.Status
 

@@ -1,6 +1,6 @@
 from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import uuid
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest

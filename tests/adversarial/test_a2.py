@@ -7,7 +7,7 @@ from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER
-from tools.catalog.models import Cancellation, Order
+from tools.catalog.models import Order
 from tools.registry import ToolSpec
 
 S = ConfirmationRequest.Status

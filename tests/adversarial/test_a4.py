@@ -1,6 +1,5 @@
 """Approver views, run API `decisions`, cancel endpoint input handling."""
 import datetime
-import json
 import uuid
 
 import pytest
@@ -8,7 +7,7 @@ from rest_framework.test import APIClient
 
 from agentplatform import clock
 from agentplatform.runtime import services
-from agentplatform.runtime.models import Run, RunEvent
+from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent

@@ -1,4 +1,3 @@
-import uuid
 from rest_framework.test import APIClient
 from agentplatform.runtime.models import Run
 from agentplatform.runtime import services

@@ -11,8 +11,7 @@ from agentplatform.runtime.models import Run
 from agentplatform.tenancy.models import User
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
-from tests.tools.support import REFUND_ORDER, ORDER, CANCEL_ARGS
-from tools.catalog.models import Refund, Cancellation
+from tests.tools.support import REFUND_ORDER, CANCEL_ARGS
 from tools.models import Tool
 
 S = ConfirmationRequest.Status
@@ -50,7 +49,6 @@ def test_another_user_supersedes_my_approved_refund(requester, approver1, approv
 
 def test_cancel_perm_revoked_mid_run_is_not_in_force_for_next_model_call(requester, model, monkeypatch):
     """Model-level permission (catalog.cancel_order) revoked between two model calls of one run."""
-    from agentplatform.runtime import loop
     model.calls(("l", "list_orders", {}))
     model.calls(("c", "cancel_order", CANCEL_ARGS))
     model.says("done")

@@ -1,14 +1,8 @@
 """A supersede switches the request's correlation to the victim's run."""
-import uuid
 
-import pytest
 from guardian.shortcuts import remove_perm
 from rest_framework.test import APIClient
 
-from agentplatform.runtime import services, loop
-from agentplatform.runtime.models import Run
-from approvals import services as approvals
-from approvals.models import ConfirmationRequest
 from tests.adversarial.test_a6 import _clone_requester
 from tests.tools.support import REFUND_ORDER
 from tools.models import Tool

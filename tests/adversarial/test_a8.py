@@ -1,8 +1,6 @@
 """The requester left the tenant between confirming and the consume."""
-import json
 
 from agentplatform.runtime import services
-from agentplatform.runtime.models import Run
 from agentplatform.tenancy.models import User
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest

@@ -1,6 +1,5 @@
 """Real threads on PostgreSQL: run cancel racing a decision."""
 import time
-import threading
 import uuid
 
 import pytest

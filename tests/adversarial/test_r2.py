@@ -8,7 +8,7 @@ from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
-from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER, race
+from tests.tools.support import CANCEL_ARGS, REFUND_ORDER, race
 from tools.catalog.models import Cancellation, Refund
 
 pytestmark = pytest.mark.postgres
@@ -44,7 +44,6 @@ def test_double_click_and_sweep(transactional_db, requester, model):
 
 
 def test_concurrent_approvals_three_approvers_quorum_two(transactional_db, requester, approver1, approver2, people):
-    from tests.adversarial.test_a6 import _clone_requester
     from agentplatform.tenancy.models import User
     from guardian.shortcuts import assign_perm
     from tools.models import Tool

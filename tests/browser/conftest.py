@@ -42,6 +42,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 TIMEOUT_MS = 20_000
+# A phone (issue 13 item 10): 390 x 844 CSS pixels, touch, mobile viewport meta honoured.
+PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +75,12 @@ def _fast_password_hashing(settings) -> None:
 class Person:
     """One signed-in person: their own browser context (cookies), a page, and screenshots."""
 
-    def __init__(self, browser, base_url: str, name: str, test_name: str) -> None:
+    def __init__(self, browser, base_url: str, name: str, test_name: str, **context_options) -> None:
         self.base_url = base_url
         self.name = name
         self.test_name = test_name
-        self.context = browser.new_context(viewport={"width": 1360, "height": 900}, locale="en-US")
+        options = {"viewport": {"width": 1360, "height": 900}, "locale": "en-US", **context_options}
+        self.context = browser.new_context(**options)
         self.context.set_default_timeout(TIMEOUT_MS)
         self.page = self.context.new_page()
         self.console_errors: list[str] = []
@@ -108,12 +111,13 @@ class Person:
 
 @pytest.fixture
 def open_person(browser, live_server, request) -> Iterator:
-    """`open_person(name)` -> a Person with a fresh browser context; all closed after the test."""
+    """`open_person(name, **context_options)` -> a Person with a fresh browser context (Playwright's
+    `new_context` options, e.g. PHONE below); all closed after the test."""
     people: list[Person] = []
     test_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
 
-    def _open(name: str) -> Person:
-        person = Person(browser, live_server.url, name, test_name)
+    def _open(name: str, **context_options) -> Person:
+        person = Person(browser, live_server.url, name, test_name, **context_options)
         people.append(person)
         return person
 

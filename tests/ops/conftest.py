@@ -1,6 +1,5 @@
 """Fixtures of the production-serving tests (issue 12)."""
 from __future__ import annotations
 
-import pytest
 
 from tests.api.conftest import api  # noqa: F401 - the same token-authenticated clients

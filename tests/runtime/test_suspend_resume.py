@@ -7,17 +7,15 @@ import datetime
 import json
 import uuid
 
-import pytest
 from guardian.shortcuts import remove_perm
 
 from agentplatform import clock
 from agentplatform.runtime import services
-from agentplatform.runtime.models import Run, RunEvent
+from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER, audit_rows, model  # noqa: F401 - fixtures
 from tools.catalog.models import Cancellation, Order, Refund
-from tools.errors import ToolPermissionDenied
 from tools.models import ApprovalPolicy, Tool
 from tools.services import tenant_tool_set_enabled
 

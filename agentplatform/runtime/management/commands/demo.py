@@ -1,6 +1,10 @@
-"""`python manage.py demo`: migrate, seed two tenants, and play the whole governed story through the
-real agent loop, printing every run event as it is stored. Exits non-zero if any step of the
-story does not hold (so CI and newcomers see a broken promise, not a pretty log)."""
+"""`python manage.py demo [--reset]`: migrate, seed two tenants, and play the whole governed story
+through the real agent loop, printing every run event as it is stored. Exits non-zero if any step
+of the story does not hold (so CI and newcomers see a broken promise, not a pretty log).
+
+A second run keeps what administrators changed (it says what it kept); `--reset` restores the
+seeded tools, whitelist and grants and says so. The story plays with orders 0001-0003 and leaves
+TRY_ORDERS fresh for the chat's suggestions (docs/operations.md, "The demo")."""
 from __future__ import annotations
 
 import json
@@ -11,7 +15,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentplatform.errors import DomainError
 from agentplatform.runtime import services
-from agentplatform.runtime.demo.seed import DEMO_PASSWORD, order_id, reset_demo_orders, seed_demo
+from agentplatform.runtime.demo.seed import (
+    DEMO_PASSWORD,
+    TRY_ORDERS,
+    demo_changes,
+    order_id,
+    reset_demo_orders,
+    seed_demo,
+)
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run, RunEvent
 from approvals import services as approvals
@@ -19,24 +30,57 @@ from audit.models import AuditEvent
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary (a space, or after a comma or
+    colon), ending with "…" when cut; a single word longer than the limit is cut inside it."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    cut = max(head.rfind(" "), head.rfind(",") + 1, head.rfind(":") + 1, head.rfind("，") + 1)
+    return (head[:cut] if cut > limit // 2 else head).rstrip() + "…"
+
+
 class Command(BaseCommand):
     help = "Seed demo data and play the governed tool-calling story end to end."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--no-migrate", action="store_true", help="Skip `migrate` (the database is ready).")
+        parser.add_argument("--reset", action="store_true", help=(
+            "Restore the demo's tools, whitelist, overrides and grants as seeded, undoing what "
+            "administrators changed (without it, their changes are kept)."))
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["no_migrate"]:
             call_command("migrate", verbosity=0)
-        people = seed_demo()
+        kept = [] if options["reset"] else demo_changes()
+        people = seed_demo(reset=options["reset"])
         reset_demo_orders()
+        if options["reset"]:
+            self.say(self.style.WARNING(
+                "--reset: the demo's tools, whitelist, overrides, grants and members are back as seeded; "
+                "changes made in the admin since were undone. / 已重置：管理后台的修改已撤销。"))
+        elif kept:
+            self.say(self.style.WARNING(
+                "Kept the changes made in the admin since the last seed (`python manage.py demo --reset`, or "
+                "`make demo ARGS=--reset`, undoes them) / 保留了管理后台的修改："))
+            for change in kept:
+                self.say(f"   - {change}")
         self.acme = people["acme"]
         self.globex = people["globex"]
         self.seen: dict[str, int] = {}
         self.started = AuditEvent.objects.order_by("-occurred_at").values_list("occurred_at", flat=True).first()
-        self.story()
-        self.ok("The whole story held. Sign in at http://127.0.0.1:8000/chat/ after `make serve` "
-                f"(users acme-requester, acme-approver1, acme-approver2, acme-admin (tenant administrator), platform-operator; password {DEMO_PASSWORD}).")
+        try:
+            self.story()
+        except CommandError as error:
+            if kept:
+                raise CommandError(f"{error}. The admin changes kept above may be why: `python manage.py demo --reset` "
+                                   "(or `make demo ARGS=--reset`) restores the demo's settings.") from error
+            raise
+        tries = [order_id("acme", TRY_ORDERS[k]) for k in ("cancel", "refund", "cancel_zh")]
+        self.ok("The whole story held. Run `make serve`, open http://127.0.0.1:8000/ and sign in as acme-requester "
+                f"(password {DEMO_PASSWORD}); orders {', '.join(tries)} are still PAID for you to try "
+                "(the chat's suggestions name them). Then acme-approver1 and acme-approver2 at /approvals/, "
+                "acme-admin or platform-operator at /admin/. See README, \"After make demo\".")
 
     # -- the story ------------------------------------------------------------------------------
 
@@ -115,7 +159,7 @@ class Command(BaseCommand):
             rows = rows.filter(occurred_at__gt=self.started)
         for e in rows.select_related("actor"):
             self.say(f"   {e.occurred_at:%H:%M:%S.%f} {str(e.actor or '-'):16} {e.tool_name or '-':15} "
-                     f"{e.decision:22} {e.status:24} {json.dumps(e.masked_arguments, ensure_ascii=False)[:70]}")
+                     f"{e.decision:22} {e.status:24} {clip(json.dumps(e.masked_arguments, ensure_ascii=False), 70)}")
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -129,7 +173,7 @@ class Command(BaseCommand):
         """Print the run's events not yet printed (including those a resume task stored)."""
         for event in RunEvent.objects.filter(run=run, seq__gt=self.seen.get(str(run.pk), 0)).order_by("seq"):
             self.seen[str(run.pk)] = event.seq
-            self.say(f"   [{event.seq:>2}] {event.type:25} {json.dumps(event.payload, ensure_ascii=False)[:150]}")
+            self.say(f"   [{event.seq:>2}] {event.type:25} {clip(json.dumps(event.payload, ensure_ascii=False), 150)}")
 
     def refused(self, action) -> None:
         try:
