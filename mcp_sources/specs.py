@@ -39,6 +39,7 @@ def forget(name: str | None = None) -> None:
     with _LOCK:
         if name is None:
             _SPECS.clear()
+            _BUILT.clear()
         else:
             _SPECS.pop(name, None)
 
