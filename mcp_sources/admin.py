@@ -4,6 +4,7 @@ tools, never a server's credentials (issue 14 items 1, 2 and 5)."""
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import models
 from django.http import HttpRequest
 
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
@@ -22,6 +23,7 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
                        "breaker", "created_at", "updated_at")
     actions = ["discover_tools"]
     tenant_admin_can = frozenset({"view"})
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def get_fields(self, request: HttpRequest, obj=None):
         fields = list(super().get_fields(request, obj))

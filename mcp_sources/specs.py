@@ -2,6 +2,7 @@
 mcp_sources.apps), and the call of one remote tool inside the governed pipeline."""
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -92,7 +93,16 @@ def _not_directly(ctx: ToolContext, params: Any) -> Any:
 def convert_result(reply: CallReply) -> Any:
     """The same conversion as a local tool's: a dict for the model, personal data and secrets
     masked (by key and in free text); the pipeline caps items and bytes (tools.convert)."""
-    data: Any = reply.structured if isinstance(reply.structured, (dict, list)) else {"content": "\n".join(reply.text)}
+    data: Any = reply.structured
+    if not isinstance(data, (dict, list)):
+        data = {"content": "\n".join(reply.text)}
+        if len(reply.text) == 1:  # many servers answer one JSON text block instead of structured content
+            try:
+                parsed = json.loads(reply.text[0])
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, (dict, list)):
+                data = parsed
     if isinstance(data, list):
         data = {"items": data}
     return mask_json(mask_mapping(data))

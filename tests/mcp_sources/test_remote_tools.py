@@ -93,8 +93,9 @@ def test_discovered_tool_is_disabled_until_reviewed_then_gated_confirmed_and_exe
     assert record.status == IdempotencyRecord.Status.SUCCEEDED
 
     rows = audit_rows(tool_name=TICKET)
-    assert [r.decision for r in rows] == ["CONFIRMATION_REQUIRED", "EXECUTED", "IDEMPOTENT_HIT"]
-    assert {(r.tool_owner, r.tool_version) for r in rows} == {(OWNER, ticket.version)}
+    assert [r.decision for r in rows] == ["CONFIRMATION_REQUIRED", "CONFIRMED", "EXECUTED", "IDEMPOTENT_HIT"]
+    calls = [r for r in rows if r.decision != "CONFIRMED"]  # the pipeline's rows of the call
+    assert {(r.tool_owner, r.tool_version) for r in calls} == {(OWNER, ticket.version)}
 
 
 def test_arguments_are_checked_against_the_servers_schema_unknown_properties_refused(
@@ -150,15 +151,25 @@ def test_changed_schema_disables_a_reviewed_tool_until_reviewed_again(db, reques
     assert TRACK not in report.changed
 
 
-def test_hung_server_times_out_as_outcome_unknown_and_trips_the_breaker(db, request, requester, operator, executions):
+def test_hung_server_times_out_as_outcome_unknown_and_trips_the_breaker(db, requester, operator, executions):
     # given: a reviewed tool (made LOW by an administrator) on a server that hangs on every call
-    server = _server("stdio", request, timeout_seconds=3, breaker_failures=2, breaker_reset_seconds=300)
+    from tests.mcp_sources.conftest import HttpServer
+
+    hung = HttpServer(executions).start(MCP_DEMO_HANG="60")
+    request_timeout = 4
+    try:
+        _hung_server_story(requester, operator, hung, request_timeout)
+    finally:
+        hung.stop()
+
+
+def _hung_server_story(requester, operator, hung, request_timeout) -> None:
+    server = make_server(transport="http", url=hung.url, timeout_seconds=request_timeout, breaker_failures=2,
+                         breaker_reset_seconds=300)
     server_discover(server_id=server.pk)
     tool_review(mcp_tool_id=McpTool.objects.get(remote_name="track_shipment").pk, reviewer=operator)
     Tool.objects.filter(name=TRACK).update(risk_override="LOW", policy_override="NONE")
     _enable_for(requester, TRACK)
-    server.env = {**server.env, "MCP_DEMO_HANG": "30"}
-    server.save()
     ctx = tool_context(requester, conversation_create(user=requester).pk)
     args = {"tracking_number": "SF1234567890"}
 
@@ -204,9 +215,13 @@ def test_a_tenants_server_is_invisible_to_another_tenant(db, request, client, re
     client.force_login(outsider)
     listed = client.get("/api/v1/tools/").json()
     assert not any(t["name"].startswith("logistics__") for t in listed)
-    assert not AuditEvent.objects.filter(tenant=outsider.tenant, tool_name__startswith="logistics__",
-                                         decision="CONTROL_CHANGE").exclude(
-        message__contains="tenant_tool_policy").exists()
+    # (the grant and the forced row above are globex's own control-plane rows; discovery, review and
+    # the tool's own changes are acme's only)
+    kinds = {e.masked_arguments["object"]["type"] for e in AuditEvent.objects.filter(
+        tenant=outsider.tenant, tool_name__startswith="logistics__", decision="CONTROL_CHANGE")}
+    assert kinds <= {"object_permission", "tenant_tool_policy"}
+    assert AuditEvent.objects.filter(tenant=requester.tenant, tool_name=TICKET,
+                                     masked_arguments__object__type="mcp_tool").exists()
 
     # and: the globex administrator sees neither the server nor its tools in the admin
     client.force_login(globex_admin)
