@@ -46,11 +46,28 @@ def _stem(word: str) -> str:
     return word
 
 
+# What users and tool authors call the same few actions, in both languages: each form found adds
+# the action's canonical term (expansion, the words themselves stay), so "call off" and "撤销"
+# meet "Cancel". General verbs of business tools only; nouns are left to the descriptions.
+_ACTIONS = {
+    "create": r"\bcreate\b|\bnew\b|\badd\b|\bopen a\b|\bregister\b|\bset up\b|\bsubmit\b|新建|创建|新增|添加|登记|提交",
+    "get": r"\bget\b|\blook up\b|\bdetails?\b|\bstatus of\b|\bview\b|\bcheck\b|\bwhere is\b|查看|详情|查一下|查询|状态",
+    "list": r"\blist\b|\ball\b|\bevery\b|\bwhich\b|\bsearch\b|\bfind\b|\bfilter\b|列出|所有|哪些|列表|筛选",
+    "update": r"\bupdate\b|\bchange\b|\bedit\b|\bmodify\b|\bfix\b|\bcorrect\b|修改|更改|更新|编辑|更正",
+    "cancel": r"\bcancel|\bwithdraw|\bcall off\b|\bstop\b|\brevoke\b|\babort\b|取消|撤销|撤回|作废",
+    "delete": r"\bdelete\b|\bremove\b|删除|移除",
+    "approve": r"\bapprove|\bsign off\b|批准|审批|同意",
+    "export": r"\bexport\b|\bdownload\b|导出|下载",
+}
+_ACTION_FORMS = [(re.compile(pattern), f"@{name}") for name, pattern in _ACTIONS.items()]
+
+
 def tokens(text: str) -> list[str]:
-    """Index terms of `text`: stemmed lower-case English words (stop words dropped) and Chinese
-    characters and character bigrams."""
+    """Index terms of `text`: stemmed lower-case English words (stop words dropped), Chinese
+    characters and character bigrams, and the canonical term of each action verb it uses."""
     text = text.lower().replace("_", " ").replace("-", " ")
-    out = [_stem(w) for w in _WORD.findall(text) if w not in _STOP]
+    out = [term for pattern, term in _ACTION_FORMS if pattern.search(text)]
+    out += [_stem(w) for w in _WORD.findall(text) if w not in _STOP]
     for run in _CJK.findall(text):
         out.extend(run)
         out.extend(run[i:i + 2] for i in range(len(run) - 1))
