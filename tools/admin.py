@@ -295,7 +295,7 @@ class TenantToolPolicyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     tenant's next runs; risk, quorum and TTL here may only make the tool stricter in that tenant."""
 
     list_display = ("tenant", "tool", "enabled", "risk_override", "quorum", "ttl_seconds", "in_effect", "updated_at")
-    list_filter = ("enabled", "tenant", "tool")
+    list_filter = ("enabled", "tenant", ("tool", admin.RelatedOnlyFieldListFilter))  # only tools in view
     list_editable = ("enabled",)
     list_select_related = ("tenant", "tool")
     search_fields = ("tenant__slug", "tool__name")

@@ -259,3 +259,46 @@ def test_credentials_never_reach_logs_audit_or_other_admins(db, request, client,
     assert page.status_code == 200 and secret not in page.content.decode()
     client.force_login(operator)
     assert secret in client.get(f"/admin/mcp_sources/mcpserver/{server.pk}/change/").content.decode()
+
+
+def test_oauth_client_credentials_token_is_cached_and_never_logged(db, http_server, caplog):
+    import base64
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    hits = []
+
+    class TokenEndpoint(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            hits.append((self.headers.get("Authorization"), body))
+            payload = json.dumps({"access_token": "at-SECRET-9911", "token_type": "Bearer",
+                                  "expires_in": 3600}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    endpoint = HTTPServer(("127.0.0.1", 0), TokenEndpoint)
+    threading.Thread(target=endpoint.serve_forever, daemon=True).start()
+    try:
+        caplog.set_level(logging.DEBUG)
+        server = make_server(transport="http", url=http_server.url, oauth_client_id="platform",
+                             oauth_client_secret="cs-SECRET-5150", oauth_scopes="tools:read tools:call",
+                             oauth_token_url=f"http://127.0.0.1:{endpoint.server_port}/token")
+        assert server_discover(server_id=server.pk).error == ""
+        assert server_discover(server_id=server.pk).error == ""
+    finally:
+        endpoint.shutdown()
+
+    # one token for both discoveries (cached), asked with the client's credentials and scopes
+    assert len(hits) == 1
+    assert hits[0][0] == "Basic " + base64.b64encode(b"platform:cs-SECRET-5150").decode()
+    assert "grant_type=client_credentials" in hits[0][1] and "scope=tools%3Aread+tools%3Acall" in hits[0][1]
+    for secret in ("at-SECRET-9911", "cs-SECRET-5150"):
+        assert secret not in caplog.text
+        assert not AuditEvent.objects.filter(masked_arguments__icontains=secret).exists()
