@@ -67,6 +67,8 @@ INSTALLED_APPS = [
     "approvals",
     "tools",
     "tools.catalog",
+    # remote tools: MCP servers as tool sources, above tools (docs/remote_tools.md)
+    "mcp_sources",
     # top: the agent runtime
     "agentplatform.runtime",
     # notifications (email, tenant webhooks): above approvals, listening to its signals
@@ -355,6 +357,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-confirmations": {"task": "approvals.expire_confirmations", "schedule": 15.0},
     "recover-stuck-work": {"task": "runtime.recover_stuck_runs", "schedule": 60.0},
     "prune-idempotency-records": {"task": "tools.prune_idempotency_records", "schedule": 3600.0},
+    "refresh-mcp-tool-lists": {"task": "mcp_sources.refresh_tool_lists", "schedule": 60.0},
     "prune-http-idempotency-keys": {"task": "api.prune_http_idempotency_keys", "schedule": 3600.0},
 }
 
@@ -420,7 +423,19 @@ TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)
 TOOLS_PROPAGATE_EXCEPTIONS = env_list("TOOLS_PROPAGATE_EXCEPTIONS", [])
 TOOLS_MAX_ARGUMENT_BYTES = env_int("TOOLS_MAX_ARGUMENT_BYTES", 16 * 1024)
 TOOLS_RESULT_MAX_ITEMS = 20
+# Owner and version recorded for a tool in code that declares none (seed 002 section 38).
+TOOLS_DEFAULT_OWNER = env_str("TOOLS_DEFAULT_OWNER", "Platform team <platform-team@example.com>")
+TOOLS_DEFAULT_VERSION = "1.0.0"
 TOOLS_RESULT_MAX_BYTES = 32 * 1024
 TOOLS_IDEMPOTENCY_LEASE_SECONDS = env_int("TOOLS_IDEMPOTENCY_LEASE_SECONDS", 120)
 TOOLS_IDEMPOTENCY_RETENTION_HOURS = max(72, env_int("TOOLS_IDEMPOTENCY_RETENTION_HOURS", 72))
 CONFIRMATION_DEFAULT_TTL_SECONDS = env_int("CONFIRMATION_DEFAULT_TTL_SECONDS", 900)
+
+# MCP servers as tool sources (docs/remote_tools.md)
+MCP_DEFAULT_TIMEOUT_SECONDS = env_float("MCP_DEFAULT_TIMEOUT_SECONDS", 30.0)
+MCP_TOOL_LIST_TTL_SECONDS = env_int("MCP_TOOL_LIST_TTL_SECONDS", 300)
+MCP_BREAKER_FAILURES = env_int("MCP_BREAKER_FAILURES", 3)
+MCP_BREAKER_RESET_SECONDS = env_int("MCP_BREAKER_RESET_SECONDS", 60)
+# Tool search (seed 002 section 32): above this many offered tools the model gets `tool_search`.
+TOOL_SEARCH_THRESHOLD = env_int("TOOL_SEARCH_THRESHOLD", 20)
+TOOL_SEARCH_RESULTS = env_int("TOOL_SEARCH_RESULTS", 5)

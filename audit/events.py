@@ -24,6 +24,8 @@ def record(
     decision: str,
     actor_id: int | None = None,
     tool_name: str = "",
+    tool_owner: str = "",
+    tool_version: str = "",
     status: str = "",
     policy_decision: str = "",
     request_id: str = "",
@@ -40,7 +42,8 @@ def record(
 ) -> AuditEvent:
     """Append one AuditEvent and count it in the metrics.
 
-    `masked_arguments` must already be masked (tools.masking); every string in it and `message`
+    `tool_owner` / `tool_version`: the tool's owner and version (seed 002 section 38), "" when the
+    call named no known tool. `masked_arguments` must already be masked (tools.masking); every string in it and `message`
     go through agentplatform.redaction once more (free text: cards, ids, phones, tokens); a raw token must never be
     passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
     callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
@@ -53,6 +56,8 @@ def record(
         actor_id=actor_id,
         decision=decision,
         tool_name=tool_name,
+        tool_owner=tool_owner[:200],
+        tool_version=tool_version[:64],
         status=status,
         policy_decision=policy_decision,
         # The HTTP request that produced this row when the caller did not name one (issue 12 item 7).

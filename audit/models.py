@@ -69,6 +69,8 @@ class AuditEvent(models.Model):
     run_id = models.UUIDField(null=True, blank=True, db_index=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
     tool_name = models.CharField(max_length=100, blank=True, db_index=True)
+    tool_owner = models.CharField(max_length=200, blank=True, help_text="The tool's owner when the call was decided.")
+    tool_version = models.CharField(max_length=64, blank=True, help_text="The tool's version when the call was decided.")
     decision = models.CharField(max_length=32, choices=Decision.choices, db_index=True)
     policy_decision = models.CharField(max_length=32, blank=True)
     status = models.CharField(max_length=64, blank=True, help_text="The stable result code (ToolResult.code).")

@@ -161,13 +161,13 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
     `use_tool` and `approve_tool` to users and groups."""
 
     list_display = ("name", "enabled", "effective_risk", "effective_policy", "effective_quorum", "effective_ttl",
-                    "registered", "updated_at")
-    list_filter = ("enabled", "registered", "default_risk", "risk_override", "policy_override")
-    search_fields = ("name", "description")
+                    "owner", "version", "source", "registered", "updated_at")
+    list_filter = ("enabled", "registered", "source", "default_risk", "risk_override", "policy_override")
+    search_fields = ("name", "description", "owner")
     readonly_fields = ("name", "description", "registered", "default_risk", "default_policy", "in_effect",
-                       "updated_at")
+                       "owner", "version", "source", "tenant", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "description", "registered", "enabled")}),
+        (None, {"fields": ("name", "description", "registered", "enabled", "owner", "version", "source", "tenant")}),
         ("Risk and approval policy for every tenant (blank = the registry's value)", {
             "fields": (("default_risk", "risk_override"), ("default_policy", "policy_override"), "quorum",
                        "ttl_seconds", "critical_floor_waiver"),
@@ -178,6 +178,16 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
     inlines = [TenantPolicyOnToolInline]
     tenant_path = None  # tools are shared: every tenant administrator reads them
     tenant_admin_can = frozenset({"view"})
+
+    def scoped_queryset(self, request, qs):
+        """Shared tools for everyone; a tool of one tenant's MCP server only for that tenant's
+        administrators and platform operators (issue 14 item 5)."""
+        qs = super().scoped_queryset(request, qs)
+        if self.role(request) == TENANT_ADMINISTRATOR:
+            from django.db.models import Q
+
+            qs = qs.filter(Q(tenant__isnull=True) | Q(tenant_id=request.user.tenant_id))
+        return qs
 
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
@@ -367,7 +377,7 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
     tenant's next runs; risk, quorum and TTL here may only make the tool stricter in that tenant."""
 
     list_display = ("tenant", "tool", "enabled", "risk_override", "quorum", "ttl_seconds", "in_effect", "updated_at")
-    list_filter = ("enabled", "tenant", "tool")
+    list_filter = ("enabled", "tenant", ("tool", admin.RelatedOnlyFieldListFilter))  # only tools in view
     list_editable = ("enabled",)
     list_select_related = ("tenant", "tool")
     search_fields = ("tenant__slug", "tool__name")
@@ -379,6 +389,15 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
     def get_fields(self, request, obj=None):
         fields = list(super().get_fields(request, obj))
         return [f for f in fields if f != "tenant"] if self.role(request) == TENANT_ADMINISTRATOR else fields
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        """A tenant administrator picks among shared tools and their own tenant's remote tools only."""
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if db_field.name == "tool" and self.role(request) == TENANT_ADMINISTRATOR and field is not None:
+            from django.db.models import Q
+
+            field.queryset = field.queryset.filter(Q(tenant__isnull=True) | Q(tenant_id=request.user.tenant_id))
+        return field
 
     def get_form(self, request, obj=None, **kwargs):
         form = super().get_form(request, obj, **kwargs)

@@ -34,6 +34,9 @@ class ToolContext:
     # calls that consume no confirmation resolve against it instead of querying again (DESIGN step 1).
     offered_tools: Any = field(default=None, compare=False, repr=False)
     fence: Any = field(default=None, compare=False, repr=False)
+    # Tool search (tools.search): names of the tools the run's `tool_search` calls returned; they are
+    # sent to the model from then on. Mutable on purpose: shared by the contexts derived in a run.
+    discovered: set = field(default_factory=set, compare=False, repr=False)
 
     @property
     def tenant_id(self) -> int:

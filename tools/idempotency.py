@@ -126,7 +126,9 @@ def idempotency_execute(
         # read runs on a new READ COMMITTED snapshot, so it sees the winner's row.
         return _from_record(IdempotencyRecord.objects.get(tenant_id=tenant_id, key=key), arguments_hash)
     result, business_id, succeeded = run_action(action, read_only=read_only)
-    status = Status.SUCCEEDED if succeeded else Status.FAILED
+    # A remote call that may have run without an answer stays OUTCOME_UNKNOWN for an administrator.
+    status = Status.OUTCOME_UNKNOWN if result.code == "OUTCOME_UNKNOWN" else \
+        Status.SUCCEEDED if succeeded and result.success else Status.FAILED
     update_row(IdempotencyRecord, record_id, {"status": status, "result": result.to_dict(),
                                               "business_result_id": business_id, "updated_at": clock.now()})
     return Outcome("EXECUTED", result, business_id)

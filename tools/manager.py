@@ -29,7 +29,7 @@ from tools.convert import limit_result
 from tools.errors import ToolBusinessError, ToolPermissionDenied, ToolValidationError
 from tools.hashing import arguments_hash as hash_arguments
 from tools.idempotency import Outcome, idempotency_execute, idempotency_peek, run_action
-from tools import approval_context
+from tools import approval_context, search
 from tools.access import refusal_message, tool_access
 from tools.masking import mask_mapping
 from tools.money import MoneyInvalid
@@ -177,6 +177,11 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
             for e in error.errors(include_url=False, include_input=False)][:20]
 
 
+def _searching(offered: dict[str, Any]) -> bool:
+    """True when more tools are offered than TOOL_SEARCH_THRESHOLD: the model gets tool_search."""
+    return len(offered) > settings.TOOL_SEARCH_THRESHOLD
+
+
 _DEFINITIONS: dict[tuple[str, str, type], str] = {}
 
 
@@ -229,6 +234,10 @@ class ToolCallingManager:
         else:
             offered = offered_tools(user=ctx.user)
         bound = replace(ctx, offered=frozenset(offered), offered_tools=offered)
+        if _searching(offered):
+            # Too many to send: `tool_search` and what this run found with it (seed 002 section 32).
+            found = [_definition(offered[name][0]) for name in sorted(ctx.discovered) if name in offered]
+            return [search.definition(), *found], bound
         return [_definition(spec) for spec, _ in offered.values()], bound
 
     def resolve_definitions(self, ctx: ToolContext) -> list[dict[str, Any]]:
@@ -256,7 +265,10 @@ class ToolCallingManager:
             if only is not None and call.id not in only:
                 continue
             emit("TOOL_CALL_STARTED", {"tool_call_id": call.id, "tool": call.name})
-            outcome = self.execute_call(ctx, call, offered, turn=turn)
+            if call.name == search.NAME and _searching(offered):
+                outcome = self._search(ctx, call, offered)
+            else:
+                outcome = self.execute_call(ctx, call, offered, turn=turn)
             if outcome.pending is not None:
                 emit("CONFIRMATION_REQUIRED", outcome.pending.public())
             else:
@@ -264,6 +276,23 @@ class ToolCallingManager:
                                                   "success": outcome.result.success, "code": outcome.result.code})
             outcomes.append(outcome)
         return ToolExecutionResult(outcomes, offered=offered)
+
+    def _search(self, ctx: ToolContext, call: ToolCall, offered: dict[str, tuple[ToolSpec, Tool]]) -> CallOutcome:
+        """Answer a `tool_search` call from the index of the tools offered to this user in this
+        tenant: the best matches' definitions, which the model may call from now on (each call
+        still passes the whole pipeline). Audited like any call (the query masked)."""
+        audit = _CallAudit(ctx, call, time.perf_counter())
+        audit.owner, audit.version = settings.TOOLS_DEFAULT_OWNER, settings.TOOLS_DEFAULT_VERSION
+        query = search.parse_query(call.arguments)
+        if query is None:
+            return CallOutcome(call, audit.invalid('arguments must be {"query": "<what you want to do>"}'))
+        audit.arguments({"query": query})
+        definitions = {name: _definition(spec) for name, (spec, _) in offered.items()}
+        index = search.index_for(tenant_id=ctx.tenant_id, offered=offered, definitions=definitions)
+        found = [d["function"] for d in index.search(query, limit=settings.TOOL_SEARCH_RESULTS)]
+        ctx.discovered.update(f["name"] for f in found)
+        message = f"{len(found)} tools found; call them by name" if found else "no tool matches; rephrase the query"
+        return CallOutcome(call, audit.stop("EXECUTED", ToolResult.ok({"tools": found}, message)))
 
     # -- one call ---------------------------------------------------------------------------------
 
@@ -364,6 +393,7 @@ class ToolCallingManager:
 
     def _resolve(self, ctx, call, offered, audit, confirmation_id=None) -> tuple[ToolSpec, Tool]:
         if call.name in offered:
+            audit.tool(offered[call.name][1])
             return offered[call.name]
         if confirmation_id is not None:
             # Decided earlier, no longer offered now: say why, distinct from a tool that never existed.
@@ -477,7 +507,21 @@ class ToolCallingManager:
         return CallOutcome(call, result, pending=pending)
 
     def _execute(self, ctx, call, spec, params, key, confirmation_id, audit, policy) -> CallOutcome:
+        if spec.remote is not None:
+            # A remote tool (an MCP server's): nothing is consumed or claimed for a call that cannot
+            # go out (server disabled, breaker open); otherwise the call gets a key even when the
+            # tool declares none, so a confirmed call is attempted at most once (docs/remote_tools.md).
+            refusal = spec.remote.refusal()
+            if refusal is not None:
+                audit.confirmation_id = confirmation_id
+                return CallOutcome(call, audit.stop("REFUSED", refusal))
+            key = key or _remote_key(ctx, call, spec, confirmation_id)
+            audit.idempotency_key = key
+
         def action() -> tuple[ToolResult, str]:
+            if spec.remote is not None:
+                result = spec.remote.execute(ctx, params.model_dump(mode="json"), key=key)
+                return (ToolResult.ok(limit_result(result.data)) if result.success else result), ""
             data = spec.execute(ctx, params)
             business_id = spec.business_result_id(data) if spec.business_result_id else ""
             return ToolResult.ok(limit_result(spec.result_converter(data))), business_id
@@ -559,6 +603,15 @@ class ToolCallingManager:
         return CallOutcome(call, outcome.result, return_direct=spec.return_direct)
 
 
+def _remote_key(ctx: ToolContext, call: ToolCall, spec: ToolSpec, confirmation_id) -> str:
+    """The idempotency key of a remote call whose tool declares none: bound to the confirmation it
+    consumes (one decision, one attempt), else to this run's tool call id."""
+    import hashlib
+
+    bound = f"confirmation:{confirmation_id}" if confirmation_id is not None else f"call:{ctx.run_id}:{call.id}"
+    return hashlib.sha256(f"{ctx.tenant_id}:{spec.name}:{bound}".encode()).hexdigest()
+
+
 class _CallAudit:
     """Collects the audit fields of one call as the pipeline learns them (step 11)."""
 
@@ -567,6 +620,11 @@ class _CallAudit:
         self.hash, self.masked, self.policy = "", None, ""
         self.idempotency_key, self.business_result_id = "", ""
         self.confirmation_id = None
+        self.owner, self.version = "", ""
+
+    def tool(self, row: Tool) -> None:
+        """Record the resolved tool's owner and version in every later row of this call."""
+        self.owner, self.version = row.owner, row.version
 
     def arguments(self, normalized: dict[str, Any]) -> None:
         self.hash = hash_arguments(normalized)
@@ -576,7 +634,8 @@ class _CallAudit:
         seconds = time.perf_counter() - self.started
         events.record(
             tenant_id=self.ctx.tenant_id, actor_id=self.ctx.user_id, decision=decision,
-            tool_name=self.call.name[:100], status=result.code, policy_decision=self.policy,
+            tool_name=self.call.name[:100], tool_owner=self.owner, tool_version=self.version,
+            status=result.code, policy_decision=self.policy,
             request_id=self.ctx.request_id, conversation_id=self.ctx.conversation_id, run_id=self.ctx.run_id,
             tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=self.masked,
             confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,

@@ -26,6 +26,13 @@ class Tool(models.Model):
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     enabled = models.BooleanField(default=True)
+    source = models.CharField(max_length=120, default="local", db_index=True,
+                              help_text='"local" (code in this repository) or "mcp:<server>" (a remote MCP server).')
+    owner = models.CharField(max_length=200, blank=True,
+                             help_text="The team or person answering for this tool (seed 002 section 38).")
+    version = models.CharField(max_length=64, blank=True, help_text="The tool's version, recorded in every audit row.")
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                               help_text="Set for a tool of one tenant's MCP server: never offered to another tenant.")
     registered = models.BooleanField(default=True, help_text="False when the code no longer registers it.")
     default_risk = models.CharField(max_length=16, choices=RiskLevel.choices)
     default_policy = models.CharField(max_length=16, choices=ApprovalPolicy.choices)
@@ -103,6 +110,8 @@ class TenantToolPolicy(models.Model):
 
         if self.tool_id is None:
             return
+        if self.tool.tenant_id is not None and self.tenant_id is not None and self.tool.tenant_id != self.tenant_id:
+            raise ValidationError({"tool": "this tool belongs to another tenant's MCP server"})
         errors = tenant_override_errors(registry.get(self.tool.name), self.tool, self)
         if errors:
             raise ValidationError(errors)

@@ -49,6 +49,10 @@ class ToolSpec:
     approval context; preferred over `summarize`. Neither may quote free text.
     free_text: names of arguments the model writes in its own words (a reason): never part of a
     summary; shown quoted, capped and labelled "written by the assistant".
+    owner / version: who answers for the tool and its version (seed 002 section 38; shown in the
+    admin and the API, recorded in every audit row). source: "local" or "mcp:<server>". remote: for
+    a tool served by an MCP server, the object that calls it (mcp_sources.remote.RemoteCall): the
+    pipeline then claims the call durably before the request (docs/remote_tools.md).
     """
 
     name: str
@@ -73,6 +77,10 @@ class ToolSpec:
     approval_context: Callable[[ToolContext, Any], dict[str, Any]] | None = None
     describe: Callable[[Any, dict[str, Any]], str] | None = None
     free_text: tuple[str, ...] = ()
+    owner: str = ""
+    version: str = ""
+    source: str = "local"
+    remote: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -113,6 +121,13 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._providers: list[Callable[[str], ToolSpec | None]] = []
+
+    def add_provider(self, provider: Callable[[str], ToolSpec | None]) -> None:
+        """Register a lookup for tools not defined in code (a higher app, mcp_sources, builds the
+        specs of remote tools from their reviewed Tool rows). provider(name) -> ToolSpec | None."""
+        if provider not in self._providers:
+            self._providers.append(provider)
 
     def register(self, spec: ToolSpec) -> ToolSpec:
         """Add a tool. Raises ValueError on a duplicate name or a parameter model without extra='forbid'."""
@@ -126,9 +141,17 @@ class ToolRegistry:
         return spec
 
     def get(self, name: str) -> ToolSpec | None:
-        return self._tools.get(name)
+        """The spec of `name`: a tool in code, else what a provider returns (remote tools), else None."""
+        spec = self._tools.get(name)
+        if spec is None:
+            for provider in self._providers:
+                spec = provider(name)
+                if spec is not None:
+                    break
+        return spec
 
     def all(self) -> list[ToolSpec]:
+        """The tools defined in code (remote tools are not listed: they live in the database)."""
         return list(self._tools.values())
 
     def unregister(self, name: str) -> None:

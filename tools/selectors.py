@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
+from django.db.models import Q
 from guardian.utils import get_group_obj_perms_model, get_user_obj_perms_model
 
 from tools.models import TenantToolPolicy, Tool
@@ -40,7 +41,9 @@ def _offered_rows_sql(*, superuser: bool) -> str:
                         + [f"p.{q(policy.get_field(name).column)}" for name in _TENANT_OVERRIDES])
     sql = (f"SELECT {columns} FROM {q(tool.db_table)} t "
            f"JOIN {q(policy.db_table)} p ON p.{q('tool_id')} = t.{q('id')} "
-           f"WHERE t.{q('enabled')} AND t.{q('registered')} AND p.{q('enabled')} AND p.{q('tenant_id')} = %s")
+           f"WHERE t.{q('enabled')} AND t.{q('registered')} AND p.{q('enabled')} AND p.{q('tenant_id')} = %s"
+           # A tool of one tenant's MCP server is never offered elsewhere, whatever policy rows say.
+           f" AND (t.{q('tenant_id')} IS NULL OR t.{q('tenant_id')} = p.{q('tenant_id')})")
     if not superuser:  # as in guardian, a superuser holds every object permission
         object_pk = f"CAST(t.{q('id')} AS VARCHAR(255))"  # guardian's generic tables store object_pk as text
         use_tool = f"ap.{q('codename')} = 'use_tool' AND ap.{q('content_type_id')} = %s"
@@ -118,7 +121,8 @@ def tool_available_to_tenant(*, name: str, tenant_id: int) -> bool:
     if registry.get(name) is None:
         return False
     return Tool.objects.filter(
-        name=name, enabled=True, registered=True, tenant_policies__tenant_id=tenant_id, tenant_policies__enabled=True
+        Q(tenant__isnull=True) | Q(tenant_id=tenant_id),
+        name=name, enabled=True, registered=True, tenant_policies__tenant_id=tenant_id, tenant_policies__enabled=True,
     ).exists()
 
 
@@ -131,7 +135,8 @@ def tool_unavailable_reason(*, name: str, user, tenant_id: int) -> tuple[str, st
     distinct from a tool that never existed)."""
     if not user.is_active or user.tenant_id != tenant_id:
         return "PERMISSION_DENIED", "the requester is no longer an active member of this tenant; nothing was done"
-    row = Tool.objects.filter(name=name).first() if registry.get(name) is not None else None
+    row = Tool.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id), name=name).first() \
+        if registry.get(name) is not None else None
     if row is None:
         return "TOOL_NOT_FOUND", f"no tool named {name[:100]!r} exists"
     if not row.enabled or not row.registered:

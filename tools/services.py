@@ -1,6 +1,7 @@
 """Writes on the tool registry mirror and tenant policies."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import transaction
 
 from tools.models import TenantToolPolicy, Tool
@@ -20,10 +21,13 @@ def tools_sync_registry() -> list[Tool]:
             row, _ = Tool.objects.update_or_create(
                 name=spec.name,
                 defaults={"description": spec.description.strip(), "default_risk": spec.risk,
-                          "default_policy": spec.default_policy, "registered": True},
+                          "default_policy": spec.default_policy, "registered": True,
+                          "owner": spec.owner or settings.TOOLS_DEFAULT_OWNER,
+                          "version": spec.version or settings.TOOLS_DEFAULT_VERSION, "source": "local"},
             )
             rows.append(row)
-        Tool.objects.exclude(name__in=[s.name for s in registry.all()]).update(registered=False)
+        # Remote tools (source "mcp:<server>") are mirrored by mcp_sources, not by the code registry.
+        Tool.objects.filter(source="local").exclude(name__in=[s.name for s in registry.all()]).update(registered=False)
     return rows
 
 

@@ -104,8 +104,9 @@ def _watched() -> dict[type, Watched]:
             "tool",
             lambda t: {"enabled": t.enabled, "risk_override": t.risk_override, "policy_override": t.policy_override,
                        "quorum": t.quorum, "ttl_seconds": t.ttl_seconds,
-                       "critical_floor_waiver": t.critical_floor_waiver},
-            lambda t: _all_tenants(), lambda t: t.name, lambda t: t.name),
+                       "critical_floor_waiver": t.critical_floor_waiver, "owner": t.owner, "version": t.version},
+            # A tool of one tenant's MCP server concerns that tenant only (issue 14 item 5).
+            lambda t: [t.tenant_id] if t.tenant_id is not None else _all_tenants(), lambda t: t.name, lambda t: t.name),
         TenantToolPolicy: Watched(
             "tenant_tool_policy",
             lambda p: {"tenant": p.tenant.slug, "tool": p.tool.name, "enabled": p.enabled,

@@ -42,6 +42,10 @@ _REASON_END = re.compile(r"[.;!?。；！？\n]|\s+and\s+(?:check|cancel|refund|
 _AMOUNT = re.compile(r"(?:\bamount(?:\s+of)?|\brefund(?:ing)?|退款|金额)\s*[:：]?\s*[$¥￥]?\s*(\d+(?:\.\d{1,2})?)(?!\d)",
                      re.I)
 _TOKEN = re.compile(r"\bct_[A-Za-z0-9_\-]*")
+# A parcel's tracking number: the demo's remote tool (mcp_sources.demo_server, registered as the MCP
+# server "logistics"), called by its wire name like any other tool.
+_TRACKING = re.compile(r"\b(?:SF|YT)\d{10}\b")
+TRACK_TOOL = "logistics__track_shipment"
 _STATUSES = (
     (re.compile(r"\bshipped\b|已发货", re.I), "SHIPPED"),
     (re.compile(r"\bcompleted\b|已完成", re.I), "COMPLETED"),
@@ -115,6 +119,8 @@ def _intents(text: str) -> list[tuple[str, dict[str, Any]]]:
     if wants_list:
         status = next((value for pattern, value in _STATUSES if pattern.search(text)), None)
         calls.append(("list_orders", {"status": status} if status else {}))
+    for number in dict.fromkeys(_TRACKING.findall(text)):
+        calls.append((TRACK_TOOL, {"tracking_number": number}))
     for name, order_id in _order_intents(text):
         args = {"order_id": order_id, "reason": _reason(text, chinese)}
         if name == "refund_order":
@@ -214,6 +220,11 @@ def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool)
         amount, rid = data.get("amount", args.get("amount", "?")), data.get("refund_id", "?")
         return f"订单 {order_id} 已退款 {amount}（退款单号 {rid}）。" if zh else \
             f"Refunded {amount} for order {order_id} (refund id {rid})."
+    if name == TRACK_TOOL:
+        number, status = data.get("tracking_number", args.get("tracking_number", "?")), data.get("status", "?")
+        carrier, city = data.get("carrier", "?"), data.get("city", "?")
+        return f"运单 {number}：{status}，承运商 {carrier}，当前在 {city}。" if zh else \
+            f"Parcel {number} is {status} with {carrier}, now in {city}."
     return f"{name} 已完成：{message}" if zh else f"{name} succeeded: {message}"
 
 
@@ -232,7 +243,7 @@ _FAILURES = {
 
 def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable: bool, zh: bool) -> str:
     order_id = args.get("order_id", "")
-    target = args.get("order_id") or args.get("sku") or ""
+    target = args.get("order_id") or args.get("sku") or args.get("tracking_number") or ""
     action = f"{name}({target})" if target else name
     en, cn = _FAILURES.get(code, ("{action} failed ({code}): {message}", "{action} 失败（{code}）：{message}"))
     message = message.strip() or code

@@ -39,6 +39,7 @@ from agentplatform.redaction import mask_text
 from tools.masking import mask_value
 from tools.manager import PendingConfirmation, ToolCallingManager, parse_tool_calls
 from tools.results import ToolResult
+from tools import search as tool_search
 
 SYSTEM_PROMPT = (
     "You are an enterprise business agent. Rules: 1. Inventory, orders and live status must come from tools, "
@@ -105,6 +106,8 @@ def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None =
     return ToolContext(
         tenant=run.tenant, user=run.user, conversation_id=run.conversation_id, run_id=run.id,
         request_id=run.request_id, confirmations=dict(confirmations or {}),
+        # What earlier tool_search calls of this run found stays offered (tools.search).
+        discovered=tool_search.discovered_in((run.state or {}).get("messages") or []),
         # Read only if a call of this run asks for a confirmation (approvers see it).
         conversation_excerpt=lambda: conversation_excerpt(conversation=run.conversation),
         # Fenced while this process holds the run (RUNNING with its lease); a caller executing the

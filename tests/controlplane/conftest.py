@@ -37,4 +37,20 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
                            content_type="application/json", HTTP_IDEMPOTENCY_KEY="globex-key-1")
     assert response.status_code == 200
     client.logout()
+    _globex_mcp_server(requester.tenant)
     return globex
+
+
+def _globex_mcp_server(tenant) -> None:
+    """globex's own MCP server and one discovered tool (rows as discovery writes them; no network)."""
+    from mcp_sources.models import McpServer, McpTool
+    from tools.models import Tool
+
+    server = McpServer.objects.create(name="globex_crm", tenant=tenant, transport="http",
+                                      url="https://mcp.globex.example/mcp", owner="globex IT",
+                                      headers={"Authorization": "Bearer globex-secret"})
+    tool = Tool.objects.create(name="globex_crm__find_contact", source=server.source, owner=server.owner,
+                               version="1.0+abc", tenant=tenant, enabled=False, default_risk="HIGH",
+                               default_policy="REQUESTER")
+    McpTool.objects.create(server=server, tool=tool, remote_name="find_contact", definition_hash="0" * 64,
+                           input_schema={"type": "object", "properties": {}})

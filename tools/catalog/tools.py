@@ -62,6 +62,8 @@ def _inventory_converter(data: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="query_inventory",
+    owner="Warehouse team <warehouse-team@example.com>",
+    version="1.0.0",
     description=("Look up the real-time stock of a product SKU in the company's warehouses. Use it when the user "
                  "asks how many units are available or locked, optionally in one warehouse. Not for forecasts, "
                  "not for changing stock."),
@@ -98,6 +100,8 @@ def _orders_converter(data: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="list_orders",
+    owner="Order operations <orders-team@example.com>",
+    version="1.0.0",
     description="List the company's orders, newest first, 20 per page; pass next_cursor to get the next page.",
     parameters=ListOrders,
     read_only=True,
@@ -127,6 +131,8 @@ def _validate_cancel(params: CancelOrder) -> None:
 
 @tool(
     name="cancel_order",
+    owner="Order operations <orders-team@example.com>",
+    version="1.0.0",
     description=("Cancel one order that has not shipped yet. It changes the real order and needs the user's "
                  "explicit confirmation. Not for refunds; shipped or completed orders cannot be cancelled."),
     parameters=CancelOrder,
@@ -188,6 +194,8 @@ def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
 
 @tool(
     name="refund_order",
+    owner="Payments team <payments-team@example.com>",
+    version="1.0.0",
     description=("Refund an order in full or in part. Money leaves the company: two approvers must approve "
                  "every refund before it runs."),
     parameters=RefundOrder,

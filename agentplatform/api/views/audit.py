@@ -49,6 +49,8 @@ class AuditEventSerializer(serializers.Serializer):
     occurred_at = serializers.DateTimeField()
     actor = serializers.CharField(allow_null=True, help_text="Username; null for the system (expiry).")
     tool_name = serializers.CharField(allow_blank=True)
+    tool_owner = serializers.CharField(allow_blank=True)
+    tool_version = serializers.CharField(allow_blank=True)
     decision = serializers.ChoiceField(choices=AuditEvent.Decision.choices)
     policy_decision = serializers.CharField(allow_blank=True)
     status = serializers.CharField(allow_blank=True, help_text="The stable result code.")

@@ -26,6 +26,9 @@ class ToolListApi(ApiView):
                                                   help_text="NONE, REQUESTER (I confirm), APPROVERS (quorum) or DENY.")
         quorum = serializers.IntegerField(help_text="Approvals needed when approval_policy is APPROVERS.")
         parameters = serializers.JSONField(help_text="JSON Schema of the tool's arguments (what the model sees).")
+        owner = serializers.CharField(help_text="The team or person answering for the tool.")
+        version = serializers.CharField()
+        source = serializers.CharField(help_text='"local" or "mcp:<server>" for a tool of an MCP server.')
 
     @extend_schema(operation_id="tools_list", tags=["tools"], summary="Tools offered to me",
                    responses={200: OutputSerializer(many=True), **errors(*COMMON)})
@@ -36,5 +39,6 @@ class ToolListApi(ApiView):
             function = spec.definition()["function"]
             rows.append({"name": name, "description": function["description"], "risk": policy.risk,
                          "approval_policy": policy.policy, "quorum": policy.quorum,
-                         "parameters": function["parameters"]})
+                         "parameters": function["parameters"], "owner": row.owner, "version": row.version,
+                         "source": row.source})
         return Response(self.OutputSerializer(rows, many=True).data)

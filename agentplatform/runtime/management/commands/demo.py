@@ -161,6 +161,47 @@ class Command(BaseCommand):
             self.say(f"   {e.occurred_at:%H:%M:%S.%f} {str(e.actor or '-'):16} {e.tool_name or '-':15} "
                      f"{e.decision:22} {e.status:24} {clip(json.dumps(e.masked_arguments, ensure_ascii=False), 70)}")
 
+        self.remote_tool_story(requester)
+
+    def remote_tool_story(self, requester) -> None:
+        """A remote tool (issue 14): a local MCP server the demo starts itself, governed like a local tool."""
+        from guardian.shortcuts import assign_perm
+
+        from mcp_sources.demo import demo_server_register
+        from mcp_sources.models import McpTool
+        from mcp_sources.services import server_discover, tool_review
+        from tools.models import Tool
+        from tools.services import tenant_tool_set_enabled
+
+        self.title("13. A remote tool from an MCP server (started here over stdio), governed like a local one")
+        server = demo_server_register()
+        report = server_discover(server_id=server.pk)
+        self.expect(not report.error, f"discovered the server's tools ({report.error or 'no error'})")
+        server.refresh_from_db()
+        self.say(f"   server {server.server_name} {server.server_version}, protocol {server.protocol_version}")
+        track = Tool.objects.get(name="logistics__track_shipment")
+        mcp_tool = McpTool.objects.get(tool=track)
+        if not mcp_tool.reviewed:
+            self.expect(not track.enabled and track.risk == "HIGH",
+                        "a new remote tool arrives disabled and HIGH risk, whatever the server says")
+            from agentplatform.runtime.demo.seed import platform_operator
+
+            tool_review(mcp_tool_id=mcp_tool.pk, reviewer=platform_operator())
+            self.say("   the platform operator reviewed its definition (hash pinned) and enabled it")
+        track.refresh_from_db()
+        tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name=track.name, enabled=True)
+        assign_perm("tools.use_tool", requester, track)
+        self.say(f"   owner {track.owner}, version {track.version}")
+        outcome = self.chat(requester, "Where is parcel SF1234567890?")
+        self.expect(outcome.run.status == Run.Status.AWAITING_CONFIRMATION, "HIGH risk: the requester confirms first")
+        outcome = self.chat(requester, "I confirm", conversation=outcome.run.conversation_id,
+                            token=outcome.pending[0].token)
+        self.expect(outcome.run.status == Run.Status.COMPLETED and "IN_TRANSIT" in outcome.run.final_answer,
+                    "the remote tool ran once and the answer carries the server's status")
+        row = AuditEvent.objects.filter(tool_name=track.name, decision="EXECUTED").order_by("-occurred_at").first()
+        self.expect(row is not None and row.tool_owner == track.owner and row.tool_version == track.version,
+                    "its audit row names the tool's owner and version")
+
     # -- helpers --------------------------------------------------------------------------------
 
     def chat(self, user, message: str, *, conversation=None, token: str | None = None) -> RunOutcome:
