@@ -277,3 +277,19 @@ def test_the_schema_describes_the_new_endpoints(api, requester):
     assert paths["/api/v1/my-requests/"]["get"]["operationId"] == "my_requests_list"
     assert "ARGUMENTS_CHANGED" in paths["/api/v1/approvals/{request_id}/edit/"]["post"]["responses"]["409"]["description"]
     assert "base_arguments_hash" in schema["components"]["schemas"]["EditInputRequest"]["properties"]
+
+
+def test_quorum_reached_never_counts_the_editor_alone():
+    # the rule used both when deciding and again at consume time (over the approvers still standing)
+    from approvals.services import quorum_reached
+
+    def decision(approver_id, kind, revision=1):
+        return Approval(approver_id=approver_id, decision=kind, revision=revision)
+
+    assert not quorum_reached([decision(1, "EDIT")], quorum=1, revision=1)
+    assert quorum_reached([decision(1, "EDIT"), decision(2, "APPROVE")], quorum=1, revision=1)
+    assert quorum_reached([decision(1, "EDIT"), decision(2, "APPROVE")], quorum=2, revision=1)
+    assert not quorum_reached([decision(1, "EDIT"), decision(2, "APPROVE", revision=0)], quorum=1, revision=1)
+    assert not quorum_reached([decision(1, "EDIT"), decision(2, "REJECT")], quorum=1, revision=1)
+    assert quorum_reached([decision(1, "APPROVE", 0), decision(2, "APPROVE", 0)], quorum=2, revision=0)
+    assert not quorum_reached([decision(1, "APPROVE", 0)], quorum=2, revision=0)
