@@ -35,7 +35,7 @@
   function setCount(n) {
     nav.textContent = String(n);
     nav.classList.toggle("is-zero", n === 0);
-    nav.setAttribute("aria-label", n + " waiting for your decision / 待您审批");
+    nav.setAttribute("title", n + " waiting for your decision / 待您审批");
     var tab = document.querySelector("[data-testid=tab-pending] .count");
     if (tab) { tab.textContent = String(n); }
   }

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import json
+from unittest import mock
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from agentplatform.api.services import api_key_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import TenantModelQuota
 from approvals import services as approvals
+from notifications.models import WebhookDelivery, WebhookEndpoint
+from notifications.tasks import deliver_webhook
 
 
 def admin_url(model, action: str, *args) -> str:
@@ -26,7 +30,15 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
     outcome = runtime.chat_send(user=requester, message="cancel A202607300001 because no longer needed")
     runtime.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
                       confirmation_token=outcome.pending[0].token)
-    refund = runtime.chat_send(user=requester, message="refund A202607300003 amount 5 because damaged")
+    # a webhook endpoint (notifications): the refund's deliveries to it are logged, failed
+    # (nothing listens on the discard port; one attempt, no retry)
+    endpoint = WebhookEndpoint.objects.create(tenant=requester.tenant, name="globex relay",
+                                              url="http://127.0.0.1:9/globex")
+    with override_settings(WEBHOOK_ALLOW_PRIVATE_ADDRESSES=True), \
+            mock.patch.object(deliver_webhook, "max_retries", 0), \
+            django_capture_on_commit_callbacks(execute=True):
+        refund = runtime.chat_send(user=requester, message="refund A202607300003 amount 5 because damaged")
+    assert WebhookDelivery.objects.filter(endpoint=endpoint).exists()
     with django_capture_on_commit_callbacks(execute=True):  # the resume is enqueued on commit
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])

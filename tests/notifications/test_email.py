@@ -144,3 +144,23 @@ def test_no_token_reaches_an_email(requester, make_refund, approver1, approver2,
     for message in mail.outbox:
         assert token not in message.subject + message.body
         assert not re.search(r"\bct_[A-Za-z0-9_\-]{16,}", message.body)
+
+
+def test_a_call_sent_back_to_approvers_emails_them(requester, django_capture_on_commit_callbacks):
+    # a requester-confirmed cancellation whose tool became CRITICAL before the confirmation was used
+    from tools.models import RiskLevel
+
+    first = runtime.chat_send(user=requester, message="cancel A202607290001 because the customer changed their mind")
+    [pending] = first.pending
+    Tool.objects.filter(name="cancel_order").update(risk_override=RiskLevel.CRITICAL)
+    assert mail.outbox == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        runtime.chat_send(user=requester, message="yes", conversation_id=first.run.conversation_id,
+                          confirmation_token=pending.token)
+
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert (request.status, request.policy) == (ConfirmationRequest.Status.PENDING, "APPROVERS")
+    assert _to(mail.outbox) == ["acme-approver1@example.com", "acme-approver2@example.com"]
+    assert f"/approvals/{request.pk}/" in mail.outbox[0].body
+    assert pending.token not in mail.outbox[0].body

@@ -41,7 +41,7 @@ def test_the_navigation_counts_what_the_approver_may_decide(client, approver1, a
     client.force_login(approver1)
     html = client.get(reverse("chat")).content.decode()
     assert 'data-testid="nav-approvals-count"' in html
-    assert '1 waiting for your decision' in html
+    assert 'title="1 waiting for your decision' in html
     assert "js/approvals-live.js" in html
 
     approvals.confirmation_approve(request_id=refund_request.pk, approver=approver1)
