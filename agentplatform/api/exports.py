@@ -19,7 +19,8 @@ from agentplatform.redaction import mask_json, mask_text
 from audit.models import AuditEvent
 
 EXPORT_BATCH = 500
-COLUMNS = ["id", "occurred_at", "actor", "tool_name", "decision", "policy_decision", "status", "request_id",
+COLUMNS = ["id", "occurred_at", "actor", "tool_name", "tool_owner", "tool_version", "decision", "policy_decision", "status",
+           "request_id",
            "conversation_id", "run_id", "tool_call_id", "arguments_hash", "masked_arguments", "confirmation_id",
            "idempotency_key", "business_result_id", "duration_ms", "message"]
 # Spreadsheets run cells that start with these as formulas (CSV injection): such cells get a quote.
@@ -49,6 +50,7 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
     return {
         "id": str(event.id), "occurred_at": event.occurred_at.isoformat(),
         "actor": event.actor.username if event.actor_id else None, "tool_name": event.tool_name,
+        "tool_owner": event.tool_owner, "tool_version": event.tool_version,
         "decision": event.decision, "policy_decision": event.policy_decision, "status": event.status,
         "request_id": event.request_id,
         "conversation_id": str(event.conversation_id) if event.conversation_id else None,

@@ -91,6 +91,7 @@ def _watched() -> dict[type, Watched]:
     from guardian.models import GroupObjectPermission, UserObjectPermission
 
     from agentplatform.api.models import ApiKey
+    from mcp_sources.models import McpServer
     from notifications.models import WebhookEndpoint
     from notifications.urlcheck import host_of
     from tools.models import TenantToolPolicy, Tool
@@ -126,6 +127,18 @@ def _watched() -> dict[type, Watched]:
             lambda r: {"group": r.group.name, "permission": _perm(r.permission), "object": _object_name(r)},
             lambda r: _group_tenants(r.group), lambda r: f"{r.group.name}:{r.permission.codename}:{r.object_pk}",
             _tool_of),
+        # MCP servers (issue 14): where and how; of the credentials only which headers and variables
+        # are set and whether a client secret is, never their values.
+        McpServer: Watched(
+            "mcp_server",
+            lambda m: {"tenant": m.tenant.slug if m.tenant_id else None, "transport": m.transport, "url": m.url,
+                       "command": m.command, "args": list(m.args or []), "headers": sorted(m.headers or {}),
+                       "env": sorted(m.env or {}), "oauth_token_url": m.oauth_token_url,
+                       "oauth_client_id": m.oauth_client_id, "oauth_scopes": m.oauth_scopes,
+                       "oauth_client_secret": "<set>" if m.oauth_client_secret else "",
+                       "timeout_seconds": m.timeout_seconds, "breaker_failures": m.breaker_failures,
+                       "breaker_reset_seconds": m.breaker_reset_seconds, "owner": m.owner, "enabled": m.enabled},
+            lambda m: [m.tenant_id] if m.tenant_id is not None else _all_tenants(), lambda m: m.name, lambda m: ""),
         # API keys (django-rest-knox): only the name and the 15-character prefix are described;
         # the digest (the primary key) and the key itself never appear.
         ApiKey: token,
