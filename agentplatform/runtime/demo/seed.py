@@ -199,7 +199,9 @@ def demo_changes() -> list[str]:
     does): tools disabled or overridden globally or for a demo tenant, grants, permissions and
     memberships the personas lost, personas deactivated, `<t>-nobody` given anything. Reads only."""
     changes: list[str] = []
-    tools = {t.name: t for t in Tool.objects.filter(registered=True).order_by("name")}
+    # The seed's tools are the local ones; remote (MCP) tools are discovered disabled by design and
+    # enabled by review (the demo's step 13), which is not a change to the seed.
+    tools = {t.name: t for t in Tool.objects.filter(registered=True, source="local").order_by("name")}
     for tool in tools.values():
         if not tool.enabled:
             changes.append(f"tool {tool.name} is disabled for every tenant")
