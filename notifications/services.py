@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import Any
 
-import httpx
+import httpx2
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, get_connection
@@ -149,9 +149,9 @@ def notify_requester(*, request_id: uuid.UUID | str) -> dict[str, int]:
 RETRYABLE_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
 
 
-def _post(url: str, headers: dict[str, str], data: bytes) -> httpx.Response:
+def _post(url: str, headers: dict[str, str], data: bytes) -> httpx2.Response:
     """One POST, no redirects followed (a redirect could lead to an address the check refused)."""
-    with httpx.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
+    with httpx2.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
         return client.post(url, headers=headers, content=data)
 
 
@@ -190,9 +190,9 @@ def webhook_attempt(*, endpoint_id: int, message_id: str, event: str, confirmati
     except ValidationError as exc:
         error = "; ".join(exc.messages)[:300]
         retryable = exc.code == "WEBHOOK_URL_UNRESOLVABLE"
-    except httpx.TimeoutException:
+    except httpx2.TimeoutException:
         error, retryable = f"timed out after {settings.WEBHOOK_TIMEOUT_SECONDS:g} s", True
-    except httpx.HTTPError as exc:
+    except httpx2.HTTPError as exc:
         error, retryable = f"{type(exc).__name__}: connection failed", True
     duration_ms = int((time.monotonic() - started) * 1000)
     if status_code is not None and 200 <= status_code < 300:

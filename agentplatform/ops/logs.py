@@ -173,8 +173,11 @@ def logging_config(*, fmt: str, level: str, access: bool) -> dict[str, Any]:
             "uvicorn.error": {"level": "INFO"},
             "gunicorn.error": {"level": "INFO"},
             # httpx names every URL it calls at INFO; a webhook relay's URL path may be a secret
-            # (docs/notifications.md): its lines and httpcore's are kept to warnings.
+            # (docs/notifications.md): its lines and httpcore's are kept to warnings. The runtime
+            # uses httpx2 (requirements.txt); httpx comes with the development set.
             "httpx": {"level": "WARNING"},
             "httpcore": {"level": "WARNING"},
+            "httpx2": {"level": "WARNING"},
+            "httpcore2": {"level": "WARNING"},
         },
     }

@@ -198,3 +198,24 @@ def test_empty_tabs_say_so(client, approver1, name):
     response = _page(client, approver1, name)
     assert response.status_code == 200 and response.context["rows"] == []
     assert "Nothing waits for you" in response.content.decode() or "No decided" in response.content.decode()
+
+
+def test_my_requests_and_history_page_through_with_the_shared_pager(client, requester, approver1,
+                                                                     refund_request, cancel_request, monkeypatch):
+    # given: one request per page, the requester's two requests (newest first), one of them decided
+    from approvals import views
+
+    monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 1)
+    approvals.confirmation_reject(request_id=refund_request.pk, approver=approver1, reason="not this one")
+    client.force_login(requester)
+    # when: the requester walks My requests
+    first = client.get(reverse("approvals:mine")).content.decode()
+    second = client.get(reverse("approvals:mine") + "?page=2").content.decode()
+    # then: two pages, each with one request and the way to the other
+    assert "Page 1 of 2" in first and "?page=2" in first and "← Newer" not in first
+    assert "Page 2 of 2" in second and "?page=1" in second and "Older →" not in second
+    assert (cancel_request.summary in first) != (cancel_request.summary in second)
+    # and the approver's history, with one decided request, has no pager at all
+    client.force_login(approver1)
+    history = client.get(reverse("approvals:history")).content.decode()
+    assert refund_request.summary.split(" / ")[0][:20] in history and 'class="pager"' not in history
