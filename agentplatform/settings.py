@@ -173,6 +173,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 2)
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and not DATABASES["default"]["TEST"]["NAME"]:
+    # Tests on SQLite use a file, not Django's shared-cache in-memory database: under shared cache a
+    # live-server thread that meets another's write fails at once with "database table is locked"
+    # (SQLITE_LOCKED, which the busy timeout above does not cover); a file waits for the writer.
+    DATABASES["default"]["TEST"]["NAME"] = str(BASE_DIR / "test-db.sqlite3")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ATOMIC_REQUESTS = False
 
