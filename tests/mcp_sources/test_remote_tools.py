@@ -158,12 +158,14 @@ def test_hung_server_times_out_as_outcome_unknown_and_trips_the_breaker(db, requ
     hung = HttpServer(executions).start(MCP_DEMO_HANG="60")
     request_timeout = 4
     try:
-        _hung_server_story(requester, operator, hung, request_timeout)
+        codes = _hung_server_story(requester, operator, hung, request_timeout)
     finally:
         hung.stop()
+    # then (the story asserts each step): two timeouts, then the open breaker answers without calling
+    assert codes == ["OUTCOME_UNKNOWN", "OUTCOME_UNKNOWN", "TOOL_UNAVAILABLE"]
 
 
-def _hung_server_story(requester, operator, hung, request_timeout) -> None:
+def _hung_server_story(requester, operator, hung, request_timeout) -> list[str]:
     server = make_server(transport="http", url=hung.url, timeout_seconds=request_timeout, breaker_failures=2,
                          breaker_reset_seconds=300)
     server_discover(server_id=server.pk)
@@ -190,6 +192,7 @@ def _hung_server_story(requester, operator, hung, request_timeout) -> None:
     assert time.monotonic() - started < 1.0
     assert IdempotencyRecord.objects.filter(tool_name=TRACK).count() == 2
     assert audit_rows(tool_name=TRACK)[-1].decision == "REFUSED"
+    return [first.code, second.code, third.code]
 
 
 def test_a_tenants_server_is_invisible_to_another_tenant(db, request, client, requester, outsider, operator,

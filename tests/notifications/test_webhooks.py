@@ -167,7 +167,10 @@ def test_private_and_loopback_addresses_are_refused_unless_allowed(settings, url
 
 def test_a_public_address_is_accepted(settings):
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
-    validate_webhook_url("https://93.184.215.14/hooks/approvals")
+    # a public address passes (no ValidationError), where the same path on a private one is refused
+    assert validate_webhook_url("https://93.184.215.14/hooks/approvals") is None
+    with pytest.raises(ValidationError):
+        validate_webhook_url("https://10.0.0.14/hooks/approvals")
 
 
 def test_the_endpoint_form_refuses_a_private_url(settings, requester):
