@@ -205,15 +205,20 @@ def approve(request: HttpRequest, request_id: str) -> HttpResponse:
     return redirect("approvals:pending")
 
 
+def _form_refused(request: HttpRequest, form) -> HttpResponse:
+    """An invalid decision form: its errors as one INVALID_ARGUMENTS message, back to the pending tab."""
+    messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
+                   extra_tags="INVALID_ARGUMENTS")
+    return redirect("approvals:pending")
+
+
 @login_required
 @require_POST
 def reject(request: HttpRequest, request_id: str) -> HttpResponse:
     """Reject with a required reason; the requester's run resumes and the model is told REJECTED."""
     form = RejectForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
-                       extra_tags="INVALID_ARGUMENTS")
-        return redirect("approvals:pending")
+        return _form_refused(request, form)
     try:
         decided = services.confirmation_reject(
             request_id=_request_id(request_id), approver=request.user, reason=form.cleaned_data["reason"])
@@ -258,9 +263,7 @@ def edit(request: HttpRequest, request_id: str) -> HttpResponse:
         raise Http404("unknown confirmation request")
     form = EditForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
-                       extra_tags="INVALID_ARGUMENTS")
-        return redirect("approvals:pending")
+        return _form_refused(request, form)
     submitted = {key[len("arg:"):]: value for key, value in request.POST.items() if key.startswith("arg:")}
     try:
         edited = amendments.confirmation_edit(
@@ -282,9 +285,7 @@ def respond(request: HttpRequest, request_id: str) -> HttpResponse:
     """Respond with guidance instead of deciding: nothing runs, the assistant reads the guidance."""
     form = RespondForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors),
-                       extra_tags="INVALID_ARGUMENTS")
-        return redirect("approvals:pending")
+        return _form_refused(request, form)
     try:
         decided = amendments.confirmation_respond(request_id=_request_id(request_id), approver=request.user,
                                                   guidance=form.cleaned_data["guidance"])
