@@ -13,10 +13,10 @@ import secrets
 import uuid
 from typing import Any
 
-from django.db import models, transaction
+from django.db import transaction
 
 from agentplatform import clock, correlation
-from agentplatform.db import update_row
+from agentplatform.db import insert_instance, select_rows, update_row
 from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from approvals.errors import (
@@ -160,7 +160,8 @@ def confirmation_create(
     if policy == ConfirmationRequest.Policy.REQUESTER:
         raw_token = "ct_" + secrets.token_urlsafe(TOKEN_BYTES)
         digest = token_digest(raw_token)
-    request = ConfirmationRequest.objects.create(
+    # A prebuilt INSERT (agentplatform.db.insert_instance; no save() override, no signal receiver).
+    request = insert_instance(ConfirmationRequest(
         tenant_id=tenant_id,
         user_id=user_id,
         conversation_id=conversation_id,
@@ -181,7 +182,7 @@ def confirmation_create(
         idempotency_key=idempotency_key[:128],
         business_object=business_object[:200],
         approval_context=approval_context or {},
-    )
+    ))
     confirmations_supersede(request=request)
     _needs_approvers(request)
     return request, raw_token
@@ -190,14 +191,14 @@ def confirmation_create(
 def _lock_by_token(token: str, user, conversation_id=None) -> ConfirmationRequest:
     if not isinstance(token, str) or not token or len(token) > 200 or user.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation token")
-    found = ConfirmationRequest.objects.select_for_update().filter(
-        token_hash=token_digest(token), tenant_id=user.tenant_id, user_id=user.pk)
+    where = {"token_hash": token_digest(token), "tenant_id": user.tenant_id, "user_id": user.pk}
     if conversation_id is not None:
-        found = found.filter(conversation_id=conversation_id)
-    request = found.first()
-    if request is None:
+        where["conversation_id"] = conversation_id
+    # A prebuilt statement: the requester's confirm is on every approve-and-resume (issue 11).
+    found = select_rows(ConfirmationRequest, where, for_update=True, limit=1)
+    if not found:
         raise ConfirmationNotFound("unknown confirmation token")
-    return request
+    return found[0]
 
 
 def _require_open(request: ConfirmationRequest, *, now: datetime.datetime) -> None:
@@ -499,18 +500,24 @@ def confirmations_supersede(*, request: ConfirmationRequest) -> list[uuid.UUID]:
     Call inside the transaction that created `request`. Returns the superseded ids."""
     if not request.idempotency_key and not request.business_object:
         return []
-    older = ConfirmationRequest.objects.filter(tenant_id=request.tenant_id, user_id=request.user_id,
-                                               tool_name=request.tool_name, status__in=OPEN_STATES).exclude(pk=request.pk)
-    same = models.Q()
+    same = {}
     if request.idempotency_key:
-        same |= models.Q(idempotency_key=request.idempotency_key)
+        same["idempotency_key"] = request.idempotency_key
     if request.business_object:
-        same |= models.Q(business_object=request.business_object)
+        same["business_object"] = request.business_object
+    # A prebuilt statement (every gated call creates a request; issue 11).
+    older = select_rows(ConfirmationRequest, {"tenant_id": request.tenant_id, "user_id": request.user_id,
+                                              "tool_name": request.tool_name, "status__in": OPEN_STATES},
+                        any_of=same, order_by=("created_at",))
     superseded = []
     reason = f"superseded by a newer request for the same action ({request.summary[:200]})"
-    for old in older.filter(same).order_by("created_at"):
-        changed = ConfirmationRequest.objects.filter(pk=old.pk, status=old.status).update(
-            status=Status.SUPERSEDED, decided_at=clock.now(), decision_reason=reason[:500], outcome_code="SUPERSEDED")
+    for old in older:
+        if old.pk == request.pk:
+            continue
+        changed = update_row(ConfirmationRequest, old.pk,
+                             {"status": Status.SUPERSEDED, "decided_at": clock.now(),
+                              "decision_reason": reason[:500], "outcome_code": "SUPERSEDED"},
+                             where={"status": old.status})
         if changed != 1:
             continue
         old.status = Status.SUPERSEDED

@@ -14,7 +14,7 @@ from django.conf import settings
 from agentplatform import clock
 from django.db import transaction
 
-from agentplatform.db import insert_row, track_writes, update_row
+from agentplatform.db import insert_row, select_rows, track_writes, update_row
 from tools.errors import ToolBusinessError
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult
@@ -49,8 +49,9 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
 
     Used before minting a confirmation: repeating a finished action must not cost a human's attention.
     """
-    record = IdempotencyRecord.objects.filter(tenant_id=tenant_id, key=key).first()
-    return None if record is None else _from_record(record, arguments_hash)
+    # A prebuilt statement (agentplatform.db.select_rows): before every gated keyed call (issue 11).
+    found = select_rows(IdempotencyRecord, {"tenant_id": tenant_id, "key": key}, limit=1)
+    return _from_record(found[0], arguments_hash) if found else None
 
 
 class ReadOnlyViolation(RuntimeError):

@@ -326,8 +326,11 @@ def _chunks(completion_id: str, created: int, message: dict[str, Any], finish_re
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
-    for piece in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
-        yield chunk({"content": piece})
+    # Text in about three deltas, not one per word: each chunk costs the SDK a model object and the
+    # caller a hand-over between threads (issue 11); a stream of several deltas is kept.
+    for piece in _halves(message.get("content") or ""):
+        if piece:
+            yield chunk({"content": piece})
     for index, call in enumerate(message.get("tool_calls") or ()):
         function = call["function"]
         yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",

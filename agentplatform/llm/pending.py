@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 from agentplatform import clock
+from agentplatform.db import select_rows
 from approvals.models import ConfirmationRequest
 
 NOTICE_HEADER = "Not done yet"
@@ -44,15 +45,15 @@ class WaitingCall:
 def waiting_calls(*, conversation_id: uuid.UUID | str) -> list[WaitingCall]:
     """The conversation's gated calls still waiting (PENDING or CONFIRMED, unexpired), oldest
     first. One indexed query."""
-    rows = (ConfirmationRequest.objects
-            .filter(conversation_id=conversation_id, expires_at__gt=clock.now(),
-                    status__in=(ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED))
-            .order_by("created_at")
-            .values_list("pk", "tool_name", "summary", "policy", "status"))
-    return [WaitingCall(confirmation_id=str(pk), tool=tool, summary=summary,
-                        needs="requester" if policy == ConfirmationRequest.Policy.REQUESTER else "approvers",
-                        status=status)
-            for pk, tool, summary, policy, status in rows]
+    # A prebuilt statement (agentplatform.db.select_rows): read before every model call (issue 11).
+    rows = select_rows(ConfirmationRequest, {
+        "conversation_id": conversation_id, "expires_at__gt": clock.now(),
+        "status__in": (ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED)},
+        order_by=("created_at",))
+    return [WaitingCall(confirmation_id=str(r.pk), tool=r.tool_name, summary=r.summary,
+                        needs="requester" if r.policy == ConfirmationRequest.Policy.REQUESTER else "approvers",
+                        status=r.status)
+            for r in rows]
 
 
 def _describe(call: WaitingCall) -> str:

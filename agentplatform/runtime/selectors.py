@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 
+from agentplatform.db import select_rows
 from agentplatform.errors import NotFound
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from approvals import services as approvals
@@ -58,10 +60,11 @@ def run_events(*, run: Run, after_seq: int = 0) -> QuerySet[RunEvent]:
 def memory_messages(*, conversation: Conversation, exclude_run: Run | None = None) -> list[dict]:
     """The conversation memory sent to the model: the last AGENT_MEMORY_WINDOW in-memory messages
     (user messages and final answers by default; DESIGN section 5.6), oldest first."""
-    rows = Message.objects.filter(conversation=conversation, in_memory=True)
+    where: dict[str, Any] = {"conversation_id": conversation.pk, "in_memory": True}
     if exclude_run is not None:
-        rows = rows.exclude(run=exclude_run)
-    window = list(rows.order_by("-id")[: settings.AGENT_MEMORY_WINDOW])
+        where["run_id__ne"] = exclude_run.pk
+    # A prebuilt statement (agentplatform.db.select_rows): read before every model call (issue 11).
+    window = select_rows(Message, where, order_by=("-id",), limit=settings.AGENT_MEMORY_WINDOW)
     window.reverse()
     return [m.wire() for m in _answered_exchanges(window)]
 

@@ -1,0 +1,131 @@
+"""agentplatform.db.select_rows / insert_instance: the prebuilt reads and inserts of the hot path
+(issue 11) give back what the ORM gives back: the same rows, in the same order, with the same
+Python values (JSON, UUIDs, datetimes, booleans), related rows attached, on PostgreSQL and SQLite."""
+from __future__ import annotations
+
+import datetime
+import uuid
+
+import pytest
+from django.db import transaction
+
+from agentplatform import clock
+from agentplatform.db import insert_instance, select_rows
+from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
+from approvals.models import ConfirmationRequest
+from tools.models import Tool
+
+
+def _values(obj) -> dict:
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+@pytest.fixture
+def stored(db, requester):
+    """A conversation with a run, five messages (two without a run, one with tool calls) and events."""
+    conversation = insert_instance(Conversation(tenant_id=requester.tenant_id, user=requester, title="t"))
+    run = insert_instance(Run(tenant_id=requester.tenant_id, user=requester, conversation=conversation,
+                              request_id="r1", state={"messages": [{"role": "user", "content": "hi"}],
+                                                      "pending": {"c1": str(uuid.uuid4())}, "internal": True}))
+    rows = [
+        Message(conversation=conversation, run=None, role="user", content="one"),
+        Message(conversation=conversation, run=run, role="assistant", content="", in_memory=False,
+                tool_calls=[{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}]),
+        Message(conversation=conversation, run=run, role="tool", content="{\"ok\": true}", tool_call_id="c1"),
+        Message(conversation=conversation, run=None, role="user", content="four 四"),
+        Message(conversation=conversation, run=run, role="assistant", content="five"),
+    ]
+    for message in rows:
+        insert_instance(message)
+    for seq in (1, 2, 7):
+        RunEvent.objects.create(run=run, seq=seq, type="TEXT_DELTA", payload={"n": seq})
+    return conversation, run, rows
+
+
+def test_insert_instance_stores_what_the_orm_reads_back(stored):
+    conversation, run, rows = stored
+
+    assert not run._state.adding and isinstance(rows[0].pk, int)  # the database's key, set on the instance
+    for message in rows:
+        assert _values(Message.objects.get(pk=message.pk)) == _values(message)
+    assert _values(Run.objects.get(pk=run.pk)) == _values(run)
+    assert Conversation.objects.get(pk=conversation.pk).created_at == conversation.created_at  # auto_now_add
+
+
+@pytest.mark.parametrize("where, order_by, limit, orm", [
+    ({"conversation_id": None}, ("id",), None, lambda qs, c, r: qs.filter(conversation_id=None)),
+    ({"in_memory": True}, ("-id",), 2, lambda qs, c, r: qs.filter(in_memory=True).order_by("-id")[:2]),
+    ({"run_id__ne": "RUN"}, ("id",), None, lambda qs, c, r: qs.exclude(run=r)),  # NULL runs kept, as exclude()
+    ({"run_id": None}, ("-id",), None, lambda qs, c, r: qs.filter(run__isnull=True).order_by("-id")),
+    ({"run_id__isnull": False, "role": "tool"}, ("id",), None, lambda qs, c, r: qs.filter(run__isnull=False, role="tool")),
+    ({"role__in": ["user", "tool"]}, ("id",), None, lambda qs, c, r: qs.filter(role__in=["user", "tool"])),
+    ({"id__gt": "FIRST", "id__lte": "THIRD"}, ("id",), None, None),
+])
+def test_select_rows_matches_the_orm(stored, where, order_by, limit, orm):
+    conversation, run, rows = stored
+    swap = {"RUN": run.pk, "FIRST": rows[0].pk, "THIRD": rows[2].pk}
+    where = {k: swap.get(v, v) if isinstance(v, str) else v for k, v in where.items()}
+    scoped = "conversation_id" not in where  # the first case asks for conversation_id IS NULL instead
+    if scoped:
+        where["conversation_id"] = conversation.pk
+
+    got = select_rows(Message, where, order_by=order_by, limit=limit)
+
+    base = Message.objects.filter(conversation=conversation) if scoped else Message.objects
+    expected = list(orm(base.order_by(*order_by), conversation, run)) if orm else rows[1:3]
+    assert expected or not scoped  # each scoped case selects something
+    assert [_values(m) for m in got] == [_values(m) for m in expected]
+    assert all(not m._state.adding for m in got)
+
+
+def test_an_empty_in_list_matches_nothing_and_sends_nothing(stored, django_assert_num_queries):
+    with django_assert_num_queries(0):
+        assert select_rows(Message, {"role__in": []}) == []
+        assert select_rows(Message, {"role": "user"}, any_of={}) == []
+
+
+def test_any_of_is_an_or_group_anded_with_the_rest(stored):
+    conversation, run, rows = stored
+
+    got = select_rows(Message, {"conversation_id": conversation.pk, "run_id__isnull": True},
+                      any_of={"content": "one", "role": "assistant", "tool_call_id__in": []}, order_by=("id",))
+
+    assert [m.pk for m in got] == [rows[0].pk]  # "five" is an assistant message but has a run
+
+
+def test_related_rows_and_extra_columns_are_attached(stored, django_assert_num_queries):
+    conversation, run, rows = stored
+
+    expected = (run.tenant.slug, run.user.username, "t")
+    with transaction.atomic(), django_assert_num_queries(1):
+        [got] = select_rows(Run, {"id": run.pk}, related=("tenant", "user", "conversation"), for_update=True,
+                            extra={"last_event_seq": "SELECT MAX(e.seq) FROM runtime_runevent e WHERE e.run_id = {t}.id"})
+        # read from the joined row: no query of their own
+        assert (got.tenant.slug, got.user.username, got.conversation.title) == expected
+    assert got.last_event_seq == 7
+    assert _values(got) == _values(Run.objects.get(pk=run.pk))
+    assert got.state["pending"] == run.state["pending"] and isinstance(got.conversation_id, uuid.UUID)
+
+
+def test_a_nullable_relation_without_a_row_is_none(stored):
+    conversation, run, rows = stored
+
+    got = select_rows(Message, {"conversation_id": conversation.pk}, related=("run",), order_by=("id",))
+
+    assert [m.run.pk if m.run else None for m in got] == [None, run.pk, run.pk, None, run.pk]
+
+
+def test_datetimes_and_json_come_back_as_the_orm_gives_them(db, requester, stored):
+    conversation, run, rows = stored
+    request = insert_instance(ConfirmationRequest(
+        tenant_id=requester.tenant_id, user=requester, conversation_id=conversation.pk, run_id=run.pk, tool_call_id="c1",
+        tool_id=Tool.objects.get(name="cancel_order").pk,
+        tool_name="cancel_order", arguments={"order_id": "A1", "amount": "1.50"}, masked_arguments={},
+        arguments_hash="h" * 64, summary="s", risk="HIGH", policy="REQUESTER", quorum=1,
+        expires_at=clock.now() + datetime.timedelta(minutes=5), approval_context={"facts": {"n": [1, "二"]}}))
+
+    [got] = select_rows(ConfirmationRequest, {"conversation_id": str(conversation.pk), "expires_at__gt": clock.now(),
+                                              "status__in": ("PENDING", "CONFIRMED")})
+
+    assert _values(got) == _values(ConfirmationRequest.objects.get(pk=request.pk))
+    assert got.expires_at.tzinfo is not None and got.approval_context == {"facts": {"n": [1, "二"]}}
