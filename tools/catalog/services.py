@@ -121,7 +121,10 @@ def _customer_history(order: Order) -> dict[str, Any]:
 _HISTORY_SQL = (
     f"SELECT COUNT(*), SUM(CASE WHEN EXISTS (SELECT 1 FROM {Refund._meta.db_table} r WHERE r.order_id = o.id) "
     f"THEN 1 ELSE 0 END) FROM (SELECT id FROM {Order._meta.db_table} WHERE tenant_id = %s AND customer_phone = %s "
-    f"AND id <> %s ORDER BY created_at DESC, id DESC LIMIT %s) o")
+    f"AND id <> %s ORDER BY created_at DESC LIMIT %s) o")
+# ORDER BY the index's own order (order_customer_recent: tenant, customer_phone, -created_at), with
+# no tie-break column the index lacks: with `, id DESC` PostgreSQL read and sorted every order of
+# the customer before the LIMIT (1.7 ms at 3,900 orders, growing with them; 0.1 ms without).
 
 
 def order_refund_context(*, tenant_id: int, order_id: str, amount: Decimal | None) -> dict[str, Any]:
