@@ -149,13 +149,7 @@ def insert_instance(obj):
     IntegrityError for a constraint violation.
     """
     meta = obj._meta
-    values = {}
-    assigned = False
-    for field in meta.concrete_fields:
-        if field.primary_key and field.db_returning and getattr(obj, field.attname) is None:
-            assigned = True
-            continue  # AutoField / BigAutoField: the database assigns it
-        values[field.attname] = field.pre_save(obj, add=True)
+    values, assigned = _instance_values(obj)
     if assigned:
         pk = insert_row(type(obj), values, returning=meta.pk.name)
         setattr(obj, meta.pk.attname, _convert(meta.pk, meta.db_table, pk))
@@ -164,6 +158,19 @@ def insert_instance(obj):
     obj._state.adding = False
     obj._state.db = connection.alias
     return obj
+
+
+def _instance_values(obj) -> tuple[dict, bool]:
+    """(attname -> value to store for the unsaved `obj`, whether the database assigns its key):
+    every concrete field's `pre_save` value (auto_now / auto_now_add set now, on `obj` too)."""
+    values = {}
+    assigned = False
+    for field in obj._meta.concrete_fields:
+        if field.primary_key and field.db_returning and getattr(obj, field.attname) is None:
+            assigned = True
+            continue  # AutoField / BigAutoField: the database assigns it
+        values[field.attname] = field.pre_save(obj, add=True)
+    return values, assigned
 
 
 def insert_rows(model, rows: list[dict], *, returning: str | None = None) -> list:
@@ -176,6 +183,19 @@ def insert_rows(model, rows: list[dict], *, returning: str | None = None) -> lis
     """
     if not rows:
         return []
+    sql, params = _insert_many(model, rows, returning)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        stored = [row[0] for row in cursor.fetchall()]
+    # PostgreSQL and SQLite return the rows of a multi-row VALUES in their order (Django's
+    # bulk_create relies on the same); checked, since a caller pairs them with its rows.
+    if len(stored) != len(rows):
+        raise AssertionError("multi-row INSERT returned a different number of rows")
+    return stored if returning else [True] * len(rows)
+
+
+def _insert_many(model, rows: list[dict], returning: str | None) -> tuple[str, list]:
+    """(INSERT ... VALUES (...), ... RETURNING <returning or pk>, params) for `rows` of `model`."""
     prepared = [_column_values(model, values, adding=True) for values in rows]
     columns = prepared[0][0]
     key = ("insert_many", model._meta.db_table, tuple(columns), returning, len(rows), connection.vendor)
@@ -187,15 +207,7 @@ def insert_rows(model, rows: list[dict], *, returning: str | None = None) -> lis
                f"VALUES {', '.join([one] * len(rows))} "
                f"RETURNING {quote(model._meta.get_field(returning or model._meta.pk.name).column)}")
         _SQL_CACHE[key] = sql
-    params = [value for _, values in prepared for value in values]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        stored = [row[0] for row in cursor.fetchall()]
-    # PostgreSQL and SQLite return the rows of a multi-row VALUES in their order (Django's
-    # bulk_create relies on the same); checked, since a caller pairs them with its rows.
-    if len(stored) != len(rows):
-        raise AssertionError("multi-row INSERT returned a different number of rows")
-    return stored if returning else [True] * len(rows)
+    return sql, [value for _, values in prepared for value in values]
 
 
 def update_row(model, pk, values: dict, *, where: dict | None = None, returning: tuple[str, ...] = ()):
@@ -207,10 +219,23 @@ def update_row(model, pk, values: dict, *, where: dict | None = None, returning:
     of those fields as a dict (`UPDATE ... RETURNING`, PostgreSQL and SQLite >= 3.35), or None when
     no row matched. Model `save()` overrides and signals are not run.
     """
+    back = [model._meta.get_field(name) for name in returning]
+    sql, params = _update_one(model, pk, values, where, back)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if not back:
+            return cursor.rowcount
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return {field.attname: _convert(field, model._meta.db_table, value) for field, value in zip(back, row)}
+
+
+def _update_one(model, pk, values: dict, where: dict | None, back: list) -> tuple[str, list]:
+    """(UPDATE ... WHERE pk = %s AND <where> [RETURNING <back>], params) for one row of `model`."""
     columns, params = _column_values(model, values, adding=False)
     conditions = [(model._meta.get_field(name), value) for name, value in (where or {}).items()]
     shape = tuple((field.column, value is None) for field, value in conditions)
-    back = [model._meta.get_field(name) for name in returning]
     key = ("update", model._meta.db_table, tuple(columns), shape, tuple(f.column for f in back), connection.vendor)
     sql = _SQL_CACHE.get(key)
     if sql is None:
@@ -225,20 +250,81 @@ def update_row(model, pk, values: dict, *, where: dict | None = None, returning:
         _SQL_CACHE[key] = sql
     params.append(model._meta.pk.get_db_prep_value(pk, connection))
     params += [field.get_db_prep_value(value, connection) for field, value in conditions if value is not None]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        if not back:
-            return cursor.rowcount
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    converted = {}
-    for field, value in zip(back, row):
-        for converter in connection.ops.get_db_converters(field.get_col(model._meta.db_table)) + \
-                field.get_db_converters(connection):
-            value = converter(value, field.get_col(model._meta.db_table), connection)
-        converted[field.attname] = value
-    return converted
+    return sql, params
+
+
+class Together:
+    """INSERTs and single-row UPDATEs of one transaction sent in one round trip (issue 11).
+
+    On PostgreSQL the statements become the data-modifying parts of one statement
+    (`WITH s0 AS (INSERT ... RETURNING ...), s1 AS (UPDATE ... RETURNING ...) SELECT ARRAY(...),
+    ...`): every part runs exactly once, all see the same snapshot, and their foreign-key checks run
+    at the end of the statement (PostgreSQL manual, 7.8.4 "Data-Modifying Statements in WITH").
+    Parts must therefore touch different rows (a row changed twice in one statement is undefined).
+    Elsewhere (SQLite) they run one after the other. Either way they are part of the caller's
+    transaction, which must be open. A constraint violation raises IntegrityError for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[str, list, Callable]] = []
+        self._stored: list[tuple[int, object]] = []  # (part, instance) of insert_instance
+
+    def insert(self, model, rows: list[dict], *, returning: str | None = None) -> int:
+        """Add a multi-row INSERT (as `insert_rows`); returns the index of its result in `send()`:
+        the `returning` (default: primary key) values, in the rows' order."""
+        field = model._meta.get_field(returning or model._meta.pk.name)
+        sql, params = _insert_many(model, rows, returning)
+        self._parts.append((sql, params, lambda value: _convert(field, model._meta.db_table, value)))
+        return len(self._parts) - 1
+
+    def insert_instance(self, obj) -> int:
+        """Add the INSERT of the unsaved model instance `obj` (as `insert_instance`); once sent, `obj`
+        is stored (its database-assigned key set). Returns the index of its result in `send()`."""
+        values, _ = _instance_values(obj)
+        index = self.insert(type(obj), [values])
+        self._stored.append((index, obj))
+        return index
+
+    def statement(self, sql: str, params: list) -> int:
+        """Add one data-modifying statement of the caller's, whose RETURNING clause names one
+        column and ends the text (e.g. `admission_statement` of the model-call quota); returns the
+        index of its values (unconverted) in `send()`."""
+        self._parts.append((sql, list(params), lambda value: value))
+        return len(self._parts) - 1
+
+    def update(self, model, pk, values: dict, *, where: dict | None = None) -> int:
+        """Add an UPDATE of one row (as `update_row`); returns the index of its result in `send()`:
+        the primary keys of the changed rows ([] when `where` did not match)."""
+        sql, params = _update_one(model, pk, values, where, [model._meta.pk])
+        self._parts.append((sql, params, lambda value: _convert(model._meta.pk, model._meta.db_table, value)))
+        return len(self._parts) - 1
+
+    def send(self) -> list[list]:
+        """Run every part; returns one list of returned values per part, in the order added."""
+        parts, self._parts = self._parts, []
+        if not parts:
+            return []
+        if not connection.in_atomic_block:
+            raise RuntimeError("Together.send() needs an open transaction")
+        with connection.cursor() as cursor:
+            if connection.vendor != "postgresql" or len(parts) == 1:
+                results = []
+                for sql, params, _ in parts:
+                    cursor.execute(sql, params)
+                    results.append([row[0] for row in cursor.fetchall()])
+            else:
+                # "RETURNING x" -> "RETURNING x AS r" so the outer SELECT can name the column.
+                body = ", ".join(f"s{i} AS ({sql} AS r)" for i, (sql, _, _) in enumerate(parts))
+                arrays = ", ".join(f"ARRAY(SELECT r FROM s{i})" for i in range(len(parts)))
+                cursor.execute(f"WITH {body} SELECT {arrays}", [p for _, params, _ in parts for p in params])
+                results = [list(values) for values in cursor.fetchone()]
+        converted = [[convert(v) for v in values] for (_, _, convert), values in zip(parts, results)]
+        stored, self._stored = self._stored, []
+        for index, obj in stored:
+            obj.pk = converted[index][0]
+            obj._state.adding = False
+            obj._state.db = connection.alias
+        return converted
 
 
 # -- reading rows without the ORM's compiler ---------------------------------------------------
@@ -308,6 +394,36 @@ def select_rows(model, where: dict, *, any_of: dict | None = None, related: tupl
     return [_instance(plan, row) for row in rows]
 
 
+def update_rows(model, where: dict, values: dict) -> list:
+    """UPDATE the rows of `model` matching `where` (as `select_rows`' conditions) to `values` in one
+    round trip; returns the changed rows as model instances (`UPDATE ... RETURNING`, PostgreSQL and
+    SQLite >= 3.35): a compare-and-set that also reads what it changed. auto_now fields are not
+    touched unless given. Raises FieldDoesNotExist for an unknown name.
+    """
+    meta = model._meta
+    columns, params = _column_values(model, values, adding=False)
+    shape: list = []
+    _conditions(meta, where, shape, params)
+    key = ("update_rows", meta.label, tuple(columns), tuple(shape), connection.vendor)
+    sql = _SQL_CACHE.get(key)
+    if sql is None:
+        quote = connection.ops.quote_name
+        base = quote(meta.db_table)
+        _, plan = _build_select(model, (), (), False, (), None, {})  # the instance plan: every column
+        tests = [_test(base, *condition) for condition in shape]
+        sql = (f"UPDATE {base} SET {', '.join(f'{quote(c)} = %s' for c in columns)}"
+               + (f" WHERE {' AND '.join(tests)}" if tests else "")
+               + " RETURNING " + ", ".join(f"{base}.{quote(f.column)}" for f in meta.concrete_fields))
+        _SQL_CACHE[key] = sql = (sql, plan)
+    sql, plan = sql
+    if any(lookup == "in" and not size for _, lookup, size in shape):
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [_instance(plan, row) for row in rows]
+
+
 def _field(meta, name: str):
     """The field called `name` ("pk": the primary key). Raises FieldDoesNotExist."""
     return meta.pk if name == "pk" else meta.get_field(name)
@@ -353,18 +469,7 @@ def _build_select(model, shape, related, for_update, order_by, limit, extra):
     if any(lookup == "in" and not size for _, lookup, size in shape):
         return "", None  # an empty IN list ANDed: nothing matches, nothing is sent
 
-    def test(column, lookup, size) -> str:
-        if lookup == "any":
-            return "(" + " OR ".join(test(*inner) for inner in column) + ")"
-        if lookup == "in":
-            return f"{base}.{quote(column)} IN ({', '.join(['%s'] * size)})" if size else "1 = 0"
-        if lookup == "isnull":
-            return f"{base}.{quote(column)} IS {'' if size else 'NOT '}NULL"
-        if lookup == "ne":  # as Django's exclude(field=value): a NULL is not equal to the value
-            return f"({base}.{quote(column)} <> %s OR {base}.{quote(column)} IS NULL)"
-        return f"{base}.{quote(column)} {_LOOKUPS[lookup]}"
-
-    tests = [test(*condition) for condition in shape]
+    tests = [_test(base, *condition) for condition in shape]
     sql = f"SELECT {', '.join(columns)} FROM {base}"
     if joins:
         sql += " " + " ".join(joins)
@@ -382,6 +487,20 @@ def _build_select(model, shape, related, for_update, order_by, limit, extra):
             [(target, alias, name, start, len(target._meta.concrete_fields)) for target, alias, name, start in parts],
             [(name, len(columns) - len(extras) + i) for i, (name, _) in enumerate(extras)])
     return sql, plan
+
+
+def _test(base: str, column, lookup: str, size) -> str:
+    """One condition of a WHERE clause on table `base` (a quoted name), from its shape."""
+    quote = connection.ops.quote_name
+    if lookup == "any":
+        return "(" + " OR ".join(_test(base, *inner) for inner in column) + ")"
+    if lookup == "in":
+        return f"{base}.{quote(column)} IN ({', '.join(['%s'] * size)})" if size else "1 = 0"
+    if lookup == "isnull":
+        return f"{base}.{quote(column)} IS {'' if size else 'NOT '}NULL"
+    if lookup == "ne":  # as Django's exclude(field=value): a NULL is not equal to the value
+        return f"({base}.{quote(column)} <> %s OR {base}.{quote(column)} IS NULL)"
+    return f"{base}.{quote(column)} {_LOOKUPS[lookup]}"
 
 
 def _from_row(model, alias: str, values) -> object:

@@ -172,6 +172,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     # set DB_PREPARED_STATEMENTS=false.
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 2)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and not env_bool("DB_RELEASE_SAVEPOINTS", False):
+    # Django's PostgreSQL backend without the RELEASE SAVEPOINT round trip of a successful nested
+    # atomic block (the transaction's end releases it; agentplatform/pgbackend/base.py, issue 11).
+    DATABASES["default"]["ENGINE"] = "agentplatform.pgbackend"
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and not DATABASES["default"]["TEST"]["NAME"]:
     # Tests on SQLite use a file, not Django's shared-cache in-memory database: under shared cache a

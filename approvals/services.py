@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from agentplatform import clock, correlation
-from agentplatform.db import insert_instance, select_rows, update_row
+from agentplatform.db import insert_instance, select_rows, update_row, update_rows
 from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from approvals.errors import (
@@ -188,14 +188,22 @@ def confirmation_create(
     return request, raw_token
 
 
-def _lock_by_token(token: str, user, conversation_id=None) -> ConfirmationRequest:
+def _token_where(token: str, user, conversation_id=None) -> dict[str, Any]:
+    """The conditions that find the user's own request by its raw token (only its digest is
+    stored), in their tenant and, when given, in that conversation. Raises ConfirmationNotFound
+    for a token that cannot be one (not a string, empty, over 200 characters) or a user without
+    a tenant."""
     if not isinstance(token, str) or not token or len(token) > 200 or user.tenant_id is None:
         raise ConfirmationNotFound("unknown confirmation token")
     where = {"token_hash": token_digest(token), "tenant_id": user.tenant_id, "user_id": user.pk}
     if conversation_id is not None:
         where["conversation_id"] = conversation_id
+    return where
+
+
+def _lock_by_token(token: str, user, conversation_id=None) -> ConfirmationRequest:
     # A prebuilt statement: the requester's confirm is on every approve-and-resume (issue 11).
-    found = select_rows(ConfirmationRequest, where, for_update=True, limit=1)
+    found = select_rows(ConfirmationRequest, _token_where(token, user, conversation_id), for_update=True, limit=1)
     if not found:
         raise ConfirmationNotFound("unknown confirmation token")
     return found[0]
@@ -223,28 +231,32 @@ def _guarded(fn, *, actor, request_id: uuid.UUID | None = None, **kwargs):
 
 @transaction.atomic(durable=True)
 def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) -> ConfirmationRequest:
-    request = _lock_by_token(token, actor, conversation_id)
-    correlation.set_run_id(request.run_id)
+    where = _token_where(token, actor, conversation_id)
     now = clock.now()
-    try:
-        _require_open(request, now=now)
-    except DomainError as error:
-        error.request_id = request.id  # type: ignore[attr-defined]
-        raise
-    request.decided_by_id = actor.pk
     if cancel:
-        request.status = Status.CANCELLED
-        request.decided_at = now
-        request.decision_reason = "declined by the requester"
+        changes = {"status": Status.CANCELLED, "decided_at": now, "decision_reason": "declined by the requester"}
         decision = "CANCELLED"
     else:
-        request.status = Status.CONFIRMED
-        request.confirmed_at = request.decided_at = now
+        changes = {"status": Status.CONFIRMED, "confirmed_at": now, "decided_at": now}
         decision = "CONFIRMED"
-    # The row is locked (_lock_by_token): a plain UPDATE of the changed fields, one round trip.
-    update_row(ConfirmationRequest, request.pk, {"status": request.status, "confirmed_at": request.confirmed_at,
-                                                 "decided_at": request.decided_at, "decided_by": actor.pk,
-                                                 "decision_reason": request.decision_reason})
+    changes["decided_by"] = actor.pk
+    # The decision is one compare-and-set on an open request (PENDING, not expired), which also
+    # reads the row it changed (issue 11: no lock read before it). When it matches nothing, the
+    # locked read below says why: unknown token (404), expired (410) or already decided (409).
+    changed = update_rows(ConfirmationRequest, {**where, "status": Status.PENDING, "expires_at__gt": now}, changes)
+    if changed:
+        request = changed[0]
+    else:
+        request = _lock_by_token(token, actor, conversation_id)
+        try:
+            _require_open(request, now=now)
+        except DomainError as error:
+            error.request_id = request.id  # type: ignore[attr-defined]
+            raise
+        update_row(ConfirmationRequest, request.pk, changes)  # open after all (the clock moved): decide it
+        for name, value in changes.items():
+            setattr(request, "decided_by_id" if name == "decided_by" else name, value)
+    correlation.set_run_id(request.run_id)
     _audit_request(request, decision=decision, actor_id=actor.pk)
     _settle(request)
     return request

@@ -10,7 +10,9 @@ from django.conf import settings
 
 
 def _postgres() -> bool:
-    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    from django.db import connection
+
+    return connection.vendor == "postgresql"  # Django's backend or agentplatform.pgbackend
 
 
 def pytest_collection_modifyitems(config, items) -> None:

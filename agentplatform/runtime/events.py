@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Max
 from django.utils import timezone
 
-from agentplatform.db import insert_row, insert_rows
+from agentplatform.db import insert_row
 from agentplatform.redaction import mask_json, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
@@ -51,15 +51,20 @@ class EventRecorder:
         if self._held is None:
             self._held = []
 
-    def write_held(self) -> None:
-        """Write the buffered events in one INSERT inside the step's transaction; they are shown
-        to the listener by `tell` once it committed. Raises IntegrityError on a seq collision
-        (a lost holder: the step rolls back)."""
-        held, self._held = self._held, None
-        if not held:
-            return
-        ids = insert_rows(RunEvent, [{"run_id": self.run.pk, "seq": e.seq, "type": e.type, "payload": e.payload,
-                                      "created_at": e.created_at} for e in held], returning="id")
+    def held_into(self, together) -> int | None:
+        """Add the buffered events to `together` (agentplatform.db.Together: the step's writes in
+        one statement, inside its transaction); returns the index of their ids in its results, or
+        None when none are held. `held_stored(ids)` is called with those ids once sent; they are
+        shown to the listener by `tell` once the step committed. A seq collision (a lost holder)
+        raises IntegrityError when sent: the step rolls back."""
+        if not self._held:
+            return None
+        return together.insert(RunEvent, [{"run_id": self.run.pk, "seq": e.seq, "type": e.type, "payload": e.payload,
+                                           "created_at": e.created_at} for e in self._held], returning="id")
+
+    def held_stored(self, ids: list[int]) -> None:
+        """The buffered events were written with these ids (in order); they wait for `tell`."""
+        held, self._held = self._held or [], None
         for event, pk in zip(held, ids):
             event.id = pk
             event._state.adding = False

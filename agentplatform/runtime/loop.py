@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from agentplatform import clock, correlation
-from agentplatform.db import insert_instance, insert_row, select_rows, update_row
+from agentplatform.db import Together, insert_row, select_rows, update_row
 from agentplatform.errors import DomainError, ModelQuotaExceeded
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
@@ -120,6 +120,12 @@ def _fence(run: Run) -> None:
     the lease it set). The UPDATE locks the row until that transaction ends, so a recovery's claim
     waits for it, and a holder whose lease was taken over (or whose run was cancelled) raises
     RunClaimLost before executing anything (docs/decisions.md, item 11)."""
+    deferred = getattr(run, "_deferred", None)
+    if deferred is not None and deferred.values:
+        # A save of this step is still held: write it first, so the row carries the lease checked here.
+        values, lease, deferred.values = deferred.values, deferred.held, {}
+        if update_row(Run, run.pk, values, where={"status": Run.Status.RUNNING, "lease_expires_at": lease}) != 1:
+            raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
     held = update_row(Run, run.pk, {"updated_at": clock.now()},
                       where={"status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at})
     if held != 1:
@@ -174,18 +180,21 @@ class _Step:
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
         self.recorder.hold()
+        self.recorder.run._deferred = _Deferred()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if not self.outer:
             return False
+        run = self.recorder.run
         if exc_type is not None and (issubclass(exc_type, FenceLost) or not _transaction_usable()) \
                 or connection.needs_rollback:
+            run._deferred = None
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(exc_type, exc, tb)  # rolls back
             return False
         try:
-            self.recorder.write_held()
+            self._write(run)
         except BaseException as error:
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(type(error), error, error.__traceback__)
@@ -198,6 +207,39 @@ class _Step:
         self.recorder.tell()
         return False  # an exception other than the above is re-raised after the commit
 
+    def _write(self, run: Run) -> None:
+        """The step's held writes in one statement (agentplatform.db.Together): its messages, the
+        run's row (fenced: RunClaimLost when this process no longer holds it) and its events."""
+        deferred, run._deferred = run._deferred, None
+        together = Together()
+        if deferred is not None and deferred.messages:
+            together.insert(Message, deferred.messages)
+        saved = None
+        if deferred is not None and deferred.values:
+            saved = together.update(Run, run.pk, deferred.values,
+                                    where={"status": Run.Status.RUNNING, "lease_expires_at": deferred.held})
+        events = self.recorder.held_into(together)
+        admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) \
+            if deferred is not None and deferred.admit else None
+        results = together.send()
+        if saved is not None and len(results[saved]) != 1:
+            raise RunClaimLost(f"run {run.pk} is no longer held by this process", run_id=run.pk)
+        self.recorder.held_stored(results[events] if events is not None else [])
+        if admitted is not None:
+            _admitted(run, results[admitted][0])
+
+
+@dataclass
+class _Deferred:
+    """What a step wrote of its run and messages, sent with its events when it ends (issue 11):
+    messages (rows), values of the run's row, and the lease the run's row held when the step began
+    to change it (the fence of that UPDATE)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    held: Any = None
+    admit: bool = False  # the run's next model call is counted against the tenant's quota
+
 
 def _save(run: Run, *fields: str, park: bool = False) -> None:
     """Write `fields` of a run this process holds and renew its lease (None once it stops running,
@@ -208,6 +250,15 @@ def _save(run: Run, *fields: str, park: bool = False) -> None:
     lease = _lease() if run.status == Run.Status.RUNNING and not park else None
     now = clock.now()
     values = {name: getattr(run, name) for name in fields if name not in ("lease_expires_at", "updated_at")}
+    deferred = getattr(run, "_deferred", None)
+    if deferred is not None:
+        # Inside a step: written with the step's events when it ends, still fenced by the lease the
+        # row held (the first deferred save's), in the step's transaction.
+        if not deferred.values:
+            deferred.held = held
+        deferred.values.update({**values, "lease_expires_at": lease, "updated_at": now})
+        run.lease_expires_at, run.updated_at = lease, now
+        return
     changed = update_row(Run, run.pk, {**values, "lease_expires_at": lease, "updated_at": now},
                          where={"status": Run.Status.RUNNING, "lease_expires_at": held})
     if changed != 1:
@@ -219,8 +270,20 @@ def _admit_in_step(run: Run) -> None:
     """Count the run's next model call against the tenant's daily budget inside the current step's
     transaction (issue 11: no statement and no commit of its own right before the call). A refusal
     is kept on the run and raised where the model call would be made (`_admission`)."""
+    deferred = getattr(run, "_deferred", None)
+    if deferred is not None:
+        deferred.admit = True  # counted with the step's other writes when it ends (_Step._write)
+        return
+    sql, params = quota.admission_statement(tenant_id=run.tenant_id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        _admitted(run, cursor.fetchone()[0])
+
+
+def _admitted(run: Run, counted) -> None:
+    """Keep on the run what the quota statement said of its next model call (see `_admission`)."""
     try:
-        quota.model_call_admit(tenant_id=run.tenant_id)
+        quota.admission_check(counted)
     except ModelQuotaExceeded as error:
         run._admission = error
     else:
@@ -276,20 +339,24 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
     fresh = conversation._state.adding
     with transaction.atomic():
-        # Prebuilt INSERTs (agentplatform.db.insert_instance; these models have no save() override
-        # and no signal receivers): the first step of every run (issue 11).
+        # One statement (agentplatform.db.Together; these models have no save() override and no
+        # signal receivers): the first step of every run (issue 11).
+        together = Together()
         if fresh:
-            insert_instance(conversation)
+            together.insert_instance(conversation)
         else:
-            update_row(Conversation, conversation.pk, {"updated_at": clock.now()})
+            together.update(Conversation, conversation.pk, {"updated_at": clock.now()})
         # `internal` is stored from the start: a run recovered after a crash must keep it.
-        run = insert_instance(Run(tenant_id=user.tenant_id, user=user, conversation=conversation,
-                                  request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=lease_expires_at,
-                                  state={"messages": [{"role": "user", "content": message}],
-                                         "internal": internal_tool_execution}))
-        insert_instance(Message(conversation=conversation, run=run, role="user", content=message))
-        if admit:  # the run's first model call follows at once: counted in this transaction
-            _admit_in_step(run)
+        run = Run(tenant_id=user.tenant_id, user=user, conversation=conversation,
+                  request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=lease_expires_at,
+                  state={"messages": [{"role": "user", "content": message}], "internal": internal_tool_execution})
+        together.insert_instance(run)
+        together.insert_instance(Message(conversation=conversation, run=run, role="user", content=message))
+        # The run's first model call follows at once: counted in this statement.
+        admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) if admit else None
+        results = together.send()
+        if admitted is not None:
+            _admitted(run, results[admitted][0])
     # A conversation created with its first run holds nothing else yet: no memory, nothing
     # waiting (the loop skips reading them).
     run._fresh_conversation = fresh
@@ -645,8 +712,13 @@ def _message_insert(run: Run, *, role: str, content: str, in_memory: bool, tool_
                     tool_call_id: str = "") -> None:
     """Store one Message of the run (a single INSERT; the loop writes one per model turn and tool)."""
     content = mask_text(content)  # what the model wrote is shown to people and kept (DESIGN section 8)
-    insert_row(Message, {"conversation_id": run.conversation_id, "run_id": run.pk, "role": role, "content": content,
-                         "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory})
+    row = {"conversation_id": run.conversation_id, "run_id": run.pk, "role": role, "content": content,
+           "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory}
+    deferred = getattr(run, "_deferred", None)
+    if deferred is not None:
+        deferred.messages.append(row)  # inside a step: written with its events when it ends
+        return
+    insert_row(Message, row)
 
 
 def _finish(run: Run, recorder: EventRecorder, answer: str, *, stop_reason: str = "stop",

@@ -1,5 +1,5 @@
-"""agentplatform.db.select_rows / insert_instance: the prebuilt reads and inserts of the hot path
-(issue 11) give back what the ORM gives back: the same rows, in the same order, with the same
+"""agentplatform.db.select_rows / insert_instance / Together: the prebuilt reads and writes of the hot
+path (issue 11) give back what the ORM gives back: the same rows, in the same order, with the same
 Python values (JSON, UUIDs, datetimes, booleans), related rows attached, on PostgreSQL and SQLite."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import datetime
 import uuid
 
 import pytest
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 
 from agentplatform import clock
-from agentplatform.db import insert_instance, select_rows
+from agentplatform.db import Together, insert_instance, select_rows
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from approvals.models import ConfirmationRequest
 from tools.models import Tool
@@ -129,3 +129,60 @@ def test_datetimes_and_json_come_back_as_the_orm_gives_them(db, requester, store
 
     assert _values(got) == _values(ConfirmationRequest.objects.get(pk=request.pk))
     assert got.expires_at.tzinfo is not None and got.approval_context == {"facts": {"n": [1, "二"]}}
+
+
+def test_together_sends_inserts_and_updates_as_one_statement(db, requester, django_assert_num_queries):
+    conversation = Conversation(tenant_id=requester.tenant_id, user=requester, title="new")
+    run = Run(tenant_id=requester.tenant_id, user=requester, conversation=conversation, request_id="r2",
+              state={"messages": []})
+    message = Message(conversation=conversation, run=run, role="user", content="hello")
+
+    with transaction.atomic():
+        together = Together()
+        together.insert_instance(conversation)  # the run and the message refer to it in the same statement
+        together.insert_instance(run)
+        together.insert_instance(message)
+        with django_assert_num_queries(1 if connection.vendor == "postgresql" else 3):
+            results = together.send()
+
+    assert results == [[conversation.pk], [run.pk], [message.pk]] and isinstance(message.pk, int)
+    assert _values(Message.objects.get(pk=message.pk)) == _values(message)
+    assert Run.objects.get(pk=run.pk).conversation_id == conversation.pk
+    assert not run._state.adding
+
+
+def test_a_together_update_that_does_not_match_changes_nothing_and_says_so(db, requester, stored):
+    conversation, run, rows = stored
+
+    with transaction.atomic():
+        together = Together()
+        missed = together.update(Run, run.pk, {"iterations": 5}, where={"status": "COMPLETED"})
+        hit = together.update(Conversation, conversation.pk, {"title": "renamed"})
+        events = together.insert(RunEvent, [{"run_id": run.pk, "seq": 8, "type": "DONE", "payload": {}},
+                                            {"run_id": run.pk, "seq": 9, "type": "DONE", "payload": {"x": 1}}])
+        results = together.send()
+
+    assert results[missed] == [] and results[hit] == [conversation.pk] and len(results[events]) == 2
+    assert Run.objects.get(pk=run.pk).iterations == 0 and Conversation.objects.get(pk=conversation.pk).title == "renamed"
+    assert list(RunEvent.objects.filter(run=run, seq__gt=7).order_by("seq").values_list("id", flat=True)) == \
+        results[events]  # the ids come back in the rows' order
+
+
+def test_a_failing_part_stores_no_part(db, requester, stored):
+    conversation, run, rows = stored
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        together = Together()
+        together.insert(Message, [{"conversation_id": conversation.pk, "run_id": run.pk, "role": "user",
+                                   "content": "lost"}])
+        together.insert(RunEvent, [{"run_id": run.pk, "seq": 7, "type": "DONE", "payload": {}}])  # seq taken
+        together.send()
+
+    assert not Message.objects.filter(content="lost").exists()
+
+
+def test_together_needs_a_transaction(transactional_db):
+    together = Together()
+    together.insert(Conversation, [{"tenant_id": 1, "user_id": 1, "title": "x"}])  # refused before it is sent
+    with pytest.raises(RuntimeError):
+        together.send()

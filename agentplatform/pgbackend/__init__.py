@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with one change (see base.py)."""
