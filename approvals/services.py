@@ -248,6 +248,7 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
         request = changed[0]
     else:
         request = _lock_by_token(token, actor, conversation_id)
+        correlation.set_run_id(request.run_id)  # a refusal's error body names the run too
         try:
             _require_open(request, now=now)
         except DomainError as error:

@@ -8,12 +8,14 @@
    confirmation through the pipeline (compare-and-set, idempotent execute, business change, audit).
    Every order must end up cancelled exactly once.
 3. Resumes per second: the same with whole runs: M runs wait with a confirmed request (their resume
-   held back), and the clients call `run_resume` (claim, consume, execute, model call, finish).
+   held back), and the clients call `run_resume` (claim, consume, execute, model call, finish);
+   once as threads of this process, once as forked processes (as Celery's prefork workers).
 
-Python threads share one interpreter lock; the figures are what one process of this code does.
+Python threads share one interpreter lock: the thread figures are what one process of this code
+does; the process figures what N worker processes on this machine do.
 
 Usage: DATABASE_URL=postgres://postgres@127.0.0.1:5432/ap_bench python bench/throughput.py
-       [--clients 8] [--seconds 10] [--tokens 400] [--runs 200]
+       [--clients 8] [--seconds 10] [--tokens 400] [--runs 200] [--only-resumes]
 """
 from __future__ import annotations
 
@@ -127,14 +129,14 @@ def consumes(*, user, clients: int, tokens: int) -> None:
     check_once(user=user, order_ids=order_ids)
 
 
-def resumes(*, user, clients: int, runs: int) -> None:
+def resumes(*, user, clients: int, runs: int, processes: bool = False) -> None:
     from agentplatform.runtime import loop, services
     from approvals import services as approvals
     from approvals.signals import confirmation_settled
 
     import _data
 
-    order_ids = _data.orders_create(tenant=user.tenant, count=runs, start=100_000)
+    order_ids = _data.orders_create(tenant=user.tenant, count=runs, start=200_000 if processes else 100_000)
     run_ids = []
     # Hold the runtime's resume back while the runs are prepared; the clients resume them.
     confirmation_settled.disconnect(dispatch_uid="runtime.resume_on_settle")
@@ -156,11 +158,72 @@ def resumes(*, user, clients: int, runs: int) -> None:
         status = "skipped" if outcome is None else str(outcome.run.status)
         statuses[status] = statuses.get(status, 0) + 1
 
-    wall, latencies = drain(run_ids, clients, handle)
-    print(f"  {clients} clients: {runs} waiting runs resumed in {wall:.2f} s = {runs / wall:8.1f} resumes/s   "
+    if processes:
+        wall, latencies = drain_in_processes(run_ids, clients, statuses)
+        kind = "processes"
+    else:
+        wall, latencies = drain(run_ids, clients, handle)
+        kind = "threads"
+    print(f"  {clients} client {kind}: {runs} waiting runs resumed in {wall:.2f} s = {runs / wall:8.1f} resumes/s   "
           f"outcomes {statuses}")
     print(_common.row("    latency per resume", latencies))
     check_once(user=user, order_ids=order_ids)
+
+
+def drain_in_processes(run_ids: list, clients: int, statuses: dict[str, int]) -> tuple[float, list[float]]:
+    """Resume `run_ids` from `clients` forked processes, each with its own database connection
+    (as Celery's prefork workers resume runs in production). Returns (wall seconds, latencies in ms)
+    and counts the outcomes into `statuses`."""
+    import multiprocessing
+
+    from django.db import connections
+
+    connections.close_all()  # no connection crosses the fork
+    context = multiprocessing.get_context("fork")
+    pending, done = context.Queue(), context.Queue()
+    for run_id in run_ids:
+        pending.put(str(run_id))
+    start = context.Barrier(clients + 1)
+    workers = [context.Process(target=_resume_worker, args=(pending, done, start)) for _ in range(clients)]
+    for worker in workers:
+        worker.start()
+    start.wait()
+    started = time.perf_counter()
+    latencies: list[float] = []
+    for _ in workers:
+        kind, payload = done.get()
+        if kind == "error":
+            raise RuntimeError(f"a client process failed: {payload}")
+        for status, latency in payload:
+            statuses[status] = statuses.get(status, 0) + 1
+            latencies.append(latency)
+    wall = time.perf_counter() - started
+    for worker in workers:
+        worker.join()
+    return wall, latencies
+
+
+def _resume_worker(pending, done, start) -> None:
+    from django.db import connection
+
+    from agentplatform.runtime import loop
+
+    results = []
+    try:
+        start.wait()
+        while True:
+            try:
+                run_id = pending.get(timeout=0.5)
+            except queue.Empty:
+                break
+            began = time.perf_counter()
+            outcome = loop.run_resume(run_id=run_id)
+            results.append(("skipped" if outcome is None else str(outcome.run.status), _common.elapsed_ms(began)))
+        done.put(("ok", results))
+    except BaseException as error:  # reported by the parent
+        done.put(("error", repr(error)))
+    finally:
+        connection.close()
 
 
 _local = threading.local()
@@ -194,6 +257,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each governed-calls run")
     parser.add_argument("--tokens", type=int, default=400, help="distinct confirmed tokens to consume")
     parser.add_argument("--runs", type=int, default=200, help="waiting runs to resume")
+    parser.add_argument("--only-resumes", action="store_true", help="measure only the resumes (threads, then processes)")
     args = parser.parse_args()
     _common.setup()
 
@@ -205,15 +269,19 @@ def main() -> int:
         "clients are threads of one process, each with its own PostgreSQL connection (no pooler)",
         "offline model for the resumes; tasks eager (no broker)",
     ])
-    print("governed tool calls (list_orders, LOW, full pipeline with audit):")
-    for clients in sorted({1, args.clients}):
-        governed_calls(user_id=user.pk, clients=clients, seconds=args.seconds)
-    print()
-    print("consumes of distinct confirmed tokens (cancel_order, HIGH):")
-    consumes(user=user, clients=args.clients, tokens=args.tokens)
-    print()
+    if not args.only_resumes:
+        print("governed tool calls (list_orders, LOW, full pipeline with audit):")
+        for clients in sorted({1, args.clients}):
+            governed_calls(user_id=user.pk, clients=clients, seconds=args.seconds)
+        print()
+        print("consumes of distinct confirmed tokens (cancel_order, HIGH):")
+        consumes(user=user, clients=args.clients, tokens=args.tokens)
+        print()
     print("resumes of waiting runs, each with a confirmed cancel_order (claim, consume, execute, model, finish):")
     resumes(user=user, clients=args.clients, runs=args.runs)
+    # As in production, where Celery's prefork workers resume runs: each client its own process
+    # (threads of one process share one interpreter lock for all their Python).
+    resumes(user=user, clients=args.clients, runs=args.runs, processes=True)
     print()
     print(f"end: {_common.load_average()}")
     return 0

@@ -186,3 +186,28 @@ def test_together_needs_a_transaction(transactional_db):
     together.insert(Conversation, [{"tenant_id": 1, "user_id": 1, "title": "x"}])  # refused before it is sent
     with pytest.raises(RuntimeError):
         together.send()
+
+
+@pytest.mark.postgres
+def test_a_successful_savepoint_is_left_to_its_transaction(db, requester, stored):
+    from django.test.utils import CaptureQueriesContext
+
+    conversation, run, rows = stored
+    with CaptureQueriesContext(connection) as captured:
+        with transaction.atomic():  # a savepoint inside the test's transaction
+            Conversation.objects.filter(pk=conversation.pk).update(title="kept")
+            with transaction.atomic():
+                Conversation.objects.filter(pk=conversation.pk).update(title="inner")
+            with pytest.raises(RuntimeError), transaction.atomic():
+                Conversation.objects.filter(pk=conversation.pk).update(title="undone")
+                raise RuntimeError
+    sent = [q["sql"].split()[0] for q in captured.captured_queries]
+
+    assert "RELEASE" not in sent and sent.count("SAVEPOINT") == 3 and sent.count("ROLLBACK") == 1
+    assert Conversation.objects.get(pk=conversation.pk).title == "inner"  # the failed block alone undone
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        with transaction.atomic():
+            Conversation.objects.filter(pk=conversation.pk).update(title="outer fails")
+        raise RuntimeError
+    assert Conversation.objects.get(pk=conversation.pk).title == "inner"  # the unreleased inner one with it
