@@ -258,8 +258,9 @@ class Together:
 
     On PostgreSQL the statements become the data-modifying parts of one statement
     (`WITH s0 AS (INSERT ... RETURNING ...), s1 AS (UPDATE ... RETURNING ...) SELECT ARRAY(...),
-    ...`): every part runs exactly once, all see the same snapshot, and their foreign-key checks run
-    at the end of the statement (PostgreSQL manual, 7.8.4 "Data-Modifying Statements in WITH").
+    ...`): every part runs exactly once and all see the same snapshot (PostgreSQL manual, 7.8.4
+    "Data-Modifying Statements in WITH"); Django's foreign keys are DEFERRABLE INITIALLY DEFERRED,
+    so a part may refer to a row another part inserts.
     Parts must therefore touch different rows (a row changed twice in one statement is undefined).
     Elsewhere (SQLite) they run one after the other. Either way they are part of the caller's
     transaction, which must be open. A constraint violation raises IntegrityError for all of them.
@@ -355,8 +356,8 @@ def _convert(field, alias: str, value):
 
 
 def select_rows(model, where: dict, *, any_of: dict | None = None, related: tuple[str, ...] = (),
-                for_update: bool = False, order_by: tuple[str, ...] = (), limit: int | None = None,
-                extra: dict[str, str] | None = None) -> list:
+                for_update: bool | str = False, order_by: tuple[str, ...] = (), limit: int | None = None,
+                extra: dict[str, str] | None = None, only: tuple[str, ...] = ()) -> list:
     """SELECT rows of `model` in one round trip and return them as model instances.
 
     where: conditions ANDed, `field` or `field__lookup` (exact, gt, gte, lt, lte, in, isnull) ->
@@ -365,8 +366,11 @@ def select_rows(model, where: dict, *, any_of: dict | None = None, related: tupl
     no statement). any_of: conditions of the same form ORed together, the group ANDed with `where`
     (an empty group matches nothing). related: names of foreign keys whose rows are joined and set on each instance,
     as `select_related` does (a NULL key sets None). for_update: lock the rows of `model` only
-    (`FOR UPDATE OF`, PostgreSQL; SQLite locks the database on write anyway, as Django's
-    `select_for_update` there). order_by: field names, "-" for descending. extra: attribute name ->
+    (True: `FOR UPDATE OF`; "no key": `FOR NO KEY UPDATE OF`, the lock an UPDATE that changes no
+    key takes, which foreign-key checks of new rows pointing at it do not wait for; PostgreSQL.
+    SQLite locks the database on write anyway, as Django's `select_for_update` there). only:
+    field names to read (the others are deferred, as `only()`; the primary key is always read).
+    order_by: field names, "-" for descending. extra: attribute name ->
     a scalar SQL expression where `{t}` stands for the model's table (e.g. a correlated MAX),
     set on each instance unconverted. Raises FieldDoesNotExist for an unknown name.
     """
@@ -381,10 +385,11 @@ def select_rows(model, where: dict, *, any_of: dict | None = None, related: tupl
         shape.append((tuple(group), "any", 0))
     _conditions(meta, where, shape, params)
     key = ("select", meta.label, tuple(shape), related, for_update, order_by, limit,
-           tuple(sorted((extra or {}).items())), connection.vendor)
+           tuple(sorted((extra or {}).items())), only, connection.vendor)
     built = _SQL_CACHE.get(key)
     if built is None:
-        built = _SQL_CACHE[key] = _build_select(model, shape, related, for_update, order_by, limit, extra or {})
+        built = _SQL_CACHE[key] = _build_select(model, shape, related, for_update, order_by, limit, extra or {},
+                                                only)
     sql, plan = built
     if plan is None:
         return []
@@ -448,11 +453,12 @@ def _conditions(meta, where: dict, shape: list, params: list) -> None:
             raise ValueError(f"unsupported lookup {lookup!r}")
 
 
-def _build_select(model, shape, related, for_update, order_by, limit, extra):
+def _build_select(model, shape, related, for_update, order_by, limit, extra, only=()):
     quote = connection.ops.quote_name
     meta = model._meta
     base = quote(meta.db_table)
-    columns = [f"{base}.{quote(f.column)}" for f in meta.concrete_fields]
+    fields = [f for f in meta.concrete_fields if not only or f.primary_key or f.name in only or f.attname in only]
+    columns = [f"{base}.{quote(f.column)}" for f in fields]
     joins = []
     parts = []  # (model, alias, attribute, first column index)
     for index, name in enumerate(related):
@@ -482,8 +488,9 @@ def _build_select(model, shape, related, for_update, order_by, limit, extra):
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     if for_update and connection.features.has_select_for_update:
-        sql += f" FOR UPDATE OF {base}" if connection.features.has_select_for_update_of else " FOR UPDATE"
-    plan = ((model, meta.db_table, 0, len(meta.concrete_fields)),
+        strength = "NO KEY UPDATE" if for_update == "no key" and connection.vendor == "postgresql" else "UPDATE"
+        sql += f" FOR {strength}" + (f" OF {base}" if connection.features.has_select_for_update_of else "")
+    plan = ((model, meta.db_table, 0, tuple(fields)),
             [(target, alias, name, start, len(target._meta.concrete_fields)) for target, alias, name, start in parts],
             [(name, len(columns) - len(extras) + i) for i, (name, _) in enumerate(extras)])
     return sql, plan
@@ -503,15 +510,15 @@ def _test(base: str, column, lookup: str, size) -> str:
     return f"{base}.{quote(column)} {_LOOKUPS[lookup]}"
 
 
-def _from_row(model, alias: str, values) -> object:
-    fields = model._meta.concrete_fields
+def _from_row(model, alias: str, values, fields=None) -> object:
+    fields = fields or model._meta.concrete_fields
     converted = [_convert(field, alias, value) for field, value in zip(fields, values)]
     return model.from_db(connection.alias, [f.attname for f in fields], converted)
 
 
 def _instance(plan, row):
-    (model, table, start, width), parts, extras = plan
-    obj = _from_row(model, table, row[start:start + width])
+    (model, table, start, fields), parts, extras = plan
+    obj = _from_row(model, table, row[start:start + len(fields)], fields)
     for target, alias, name, begin, size in parts:
         values = row[begin:begin + size]
         setattr(obj, name, None if values[0] is None and all(v is None for v in values)

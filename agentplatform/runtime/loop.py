@@ -117,18 +117,19 @@ def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None =
 
 def _fence(run: Run) -> None:
     """Check, inside the caller's transaction, that this process still holds `run` (RUNNING with
-    the lease it set). The UPDATE locks the row until that transaction ends, so a recovery's claim
-    waits for it, and a holder whose lease was taken over (or whose run was cancelled) raises
-    RunClaimLost before executing anything (docs/decisions.md, item 11)."""
+    the lease it set). The row is locked (`FOR NO KEY UPDATE`, the lock an UPDATE of it would take,
+    without writing a new row version: issue 11) until that transaction ends, so a recovery's
+    claim waits for it, and a holder whose lease was taken over (or whose run was cancelled)
+    raises RunClaimLost before executing anything (docs/decisions.md, item 11)."""
     deferred = getattr(run, "_deferred", None)
     if deferred is not None and deferred.values:
         # A save of this step is still held: write it first, so the row carries the lease checked here.
         values, lease, deferred.values = deferred.values, deferred.held, {}
         if update_row(Run, run.pk, values, where={"status": Run.Status.RUNNING, "lease_expires_at": lease}) != 1:
             raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
-    held = update_row(Run, run.pk, {"updated_at": clock.now()},
-                      where={"status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at})
-    if held != 1:
+    held = select_rows(Run, {"id": run.pk, "status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at},
+                       for_update="no key", only=("id",))
+    if len(held) != 1:
         raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
 
 

@@ -211,3 +211,13 @@ def test_a_successful_savepoint_is_left_to_its_transaction(db, requester, stored
             Conversation.objects.filter(pk=conversation.pk).update(title="outer fails")
         raise RuntimeError
     assert Conversation.objects.get(pk=conversation.pk).title == "inner"  # the unreleased inner one with it
+
+
+def test_only_reads_the_named_fields_and_a_no_key_lock_reads_the_row(stored, django_assert_num_queries):
+    conversation, run, rows = stored
+
+    with transaction.atomic(), django_assert_num_queries(1):
+        [got] = select_rows(Run, {"id": run.pk, "status": run.status}, for_update="no key", only=("status",))
+    assert got.pk == run.pk and got.get_deferred_fields() >= {"state", "request_id"}
+    assert "status" not in got.get_deferred_fields() and got.status == run.status
+    assert select_rows(Run, {"id": run.pk, "status": "COMPLETED"}, for_update="no key", only=("id",)) == []
