@@ -121,16 +121,21 @@ def _fence(run: Run) -> None:
     without writing a new row version: issue 11) until that transaction ends, so a recovery's
     claim waits for it, and a holder whose lease was taken over (or whose run was cancelled)
     raises RunClaimLost before executing anything (docs/decisions.md, item 11)."""
+    _lock_held(run, "nothing was executed")
+
+
+def _lock_held(run: Run, consequence: str) -> None:
+    """Lock the run's row (FOR NO KEY UPDATE) while it is RUNNING with the lease this process
+    holds; raises RunClaimLost otherwise. A save of the current step that is still held (written at
+    the step's end) has not changed the row yet: the lease checked is then the one the row has,
+    which that save's own compare-and-set checks again. Nothing is written here, so a savepoint
+    around the caller that rolls back leaves the held save as it was."""
     deferred = getattr(run, "_deferred", None)
-    if deferred is not None and deferred.values:
-        # A save of this step is still held: write it first, so the row carries the lease checked here.
-        values, lease, deferred.values = deferred.values, deferred.held, {}
-        if update_row(Run, run.pk, values, where={"status": Run.Status.RUNNING, "lease_expires_at": lease}) != 1:
-            raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
-    held = select_rows(Run, {"id": run.pk, "status": Run.Status.RUNNING, "lease_expires_at": run.lease_expires_at},
+    lease = deferred.held if deferred is not None and deferred.values else run.lease_expires_at
+    held = select_rows(Run, {"id": run.pk, "status": Run.Status.RUNNING, "lease_expires_at": lease},
                        for_update="no key", only=("id",))
     if len(held) != 1:
-        raise RunClaimLost(f"run {run.pk} is no longer held by this process; nothing was executed", run_id=run.pk)
+        raise RunClaimLost(f"run {run.pk} is no longer held by this process; {consequence}", run_id=run.pk)
 
 
 def _lease() -> datetime.datetime:
@@ -190,28 +195,40 @@ class _Step:
         run = self.recorder.run
         if exc_type is not None and (issubclass(exc_type, FenceLost) or not _transaction_usable()) \
                 or connection.needs_rollback:
-            run._deferred = None
+            self._drop(run)
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(exc_type, exc, tb)  # rolls back
             return False
         try:
             self._write(run)
         except BaseException as error:
+            self._drop(run)
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(type(error), error, error.__traceback__)
             raise
+        written, run._deferred = getattr(run, "_deferred", None), None
         try:
             self.atomic.__exit__(None, None, None)  # commits
         except BaseException:
+            run._deferred = written
+            self._drop(run)
             self.recorder.drop_held(self.seq)
             raise
         self.recorder.tell()
         return False  # an exception other than the above is re-raised after the commit
 
+    @staticmethod
+    def _drop(run: Run) -> None:
+        """Forget the step's held writes (it rolls back); the run keeps the lease its row still has."""
+        deferred, run._deferred = getattr(run, "_deferred", None), None
+        if deferred is not None and deferred.values:
+            run.lease_expires_at = deferred.held
+
     def _write(self, run: Run) -> None:
         """The step's held writes in one statement (agentplatform.db.Together): its messages, the
-        run's row (fenced: RunClaimLost when this process no longer holds it) and its events."""
-        deferred, run._deferred = run._deferred, None
+        run's row (fenced: RunClaimLost when this process no longer holds it) and its events. They
+        stay on the run (`_deferred`) until the step commits, so a failure can forget them."""
+        deferred = run._deferred
         together = Together()
         if deferred is not None and deferred.messages:
             together.insert(Message, deferred.messages)
@@ -755,6 +772,9 @@ def _fail_step(run: Run, recorder: EventRecorder, code: str, message: str) -> No
     recorder.emit(RunEvent.Type.ERROR, {"code": code, "message": message[:500]})
     run.status, run.error_code, run.error_message = Run.Status.FAILED, code, message[:500]
     _save(run, "status", "error_code", "error_message", "state", "iterations")
+    # The run's row is locked before its requests (the order run_cancel and a consumption take
+    # them in: no deadlock between them); its held save is written with the step's end.
+    _lock_held(run, "it was not failed by this process")
     # No request is left open (or CONFIRMED) on a finished run: each ends CANCELLED with the reason.
     approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=None, reason=f"the run ended: {code}")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})

@@ -11,6 +11,7 @@ from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from tests.tools.support import ORDER, resume_not_enqueued
+from tools.context import FenceLost
 
 
 def test_the_old_holder_cannot_save_after_a_takeover(requester):
@@ -33,3 +34,40 @@ def test_the_old_holder_cannot_save_after_a_takeover(requester):
     with pytest.raises(loop.RunClaimLost):
         loop._save(run, "state")
     assert Run.objects.get(pk=run.pk).state["note"] == "mine"
+
+
+def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_back_keeps_the_lease(requester):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentplatform.runtime.events import EventRecorder
+    from approvals.models import ConfirmationRequest
+
+    # given: a waiting run, claimed by this process, whose request is still open
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+    Run.objects.filter(pk=outcome.run.pk).update(status=Run.Status.AWAITING_CONFIRMATION)
+    run = Run.objects.get(pk=outcome.run.pk)
+    lease = clock.now() + datetime.timedelta(seconds=60)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_expires_at=lease)
+    run.status, run.lease_expires_at = Run.Status.RUNNING, lease
+    recorder = EventRecorder(run)
+
+    # when: a step that saved the run (a new lease, held until the step ends) rolls back ...
+    with pytest.raises(FenceLost), loop._Step(recorder):
+        loop._save(run, "state")
+        assert run.lease_expires_at != lease
+        raise FenceLost("the step is abandoned")
+    # ... the run keeps the lease its row has, so the run can still be failed by its holder
+    assert run.lease_expires_at == Run.objects.get(pk=run.pk).lease_expires_at
+
+    with CaptureQueriesContext(connection) as captured:
+        loop._fail(run, recorder, "SYSTEM_ERROR", "stopped")
+
+    # then: the run's row is locked before any request is (the order run_cancel and a consumption
+    # use: no deadlock between them), and the run is FAILED with its request cancelled
+    statements = [q["sql"] for q in captured.captured_queries]
+    run_lock = next(i for i, sql in enumerate(statements) if "runtime_run" in sql and "FOR" in sql)
+    first_request = next(i for i, sql in enumerate(statements) if "approvals_confirmationrequest" in sql)
+    assert run_lock < first_request
+    assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED
+    assert not ConfirmationRequest.objects.filter(run_id=run.pk, status=ConfirmationRequest.Status.PENDING).exists()
