@@ -66,7 +66,8 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     # then: the run's row is locked before any request is (the order run_cancel and a consumption
     # use: no deadlock between them), and the run is FAILED with its request cancelled
     statements = [q["sql"] for q in captured.captured_queries]
-    run_lock = next(i for i, sql in enumerate(statements) if "runtime_run" in sql and "FOR" in sql)
+    # (the lock read: FOR NO KEY UPDATE on PostgreSQL; SQLite locks the database on write instead)
+    run_lock = next(i for i, sql in enumerate(statements) if sql.startswith('SELECT "runtime_run"."id" FROM'))
     first_request = next(i for i, sql in enumerate(statements) if "approvals_confirmationrequest" in sql)
     assert run_lock < first_request
     assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED
