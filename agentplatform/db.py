@@ -151,13 +151,18 @@ def insert_instance(obj):
     meta = obj._meta
     values, assigned = _instance_values(obj)
     if assigned:
-        pk = insert_row(type(obj), values, returning=meta.pk.name)
-        setattr(obj, meta.pk.attname, _convert(meta.pk, meta.db_table, pk))
+        _stored(obj, _convert(meta.pk, meta.db_table, insert_row(type(obj), values, returning=meta.pk.name)))
     else:
         insert_row(type(obj), values)
+        _stored(obj, obj.pk)
+    return obj
+
+
+def _stored(obj, pk) -> None:
+    """Mark the instance `obj` as read from the database with primary key `pk`."""
+    obj.pk = pk
     obj._state.adding = False
     obj._state.db = connection.alias
-    return obj
 
 
 def _instance_values(obj) -> tuple[dict, bool]:
@@ -322,9 +327,7 @@ class Together:
         converted = [[convert(v) for v in values] for (_, _, convert), values in zip(parts, results)]
         stored, self._stored = self._stored, []
         for index, obj in stored:
-            obj.pk = converted[index][0]
-            obj._state.adding = False
-            obj._state.db = connection.alias
+            _stored(obj, converted[index][0])
         return converted
 
 
@@ -521,8 +524,7 @@ def _instance(plan, row):
     obj = _from_row(model, table, row[start:start + len(fields)], fields)
     for target, alias, name, begin, size in parts:
         values = row[begin:begin + size]
-        setattr(obj, name, None if values[0] is None and all(v is None for v in values)
-                else _from_row(target, alias, values))
+        setattr(obj, name, None if all(v is None for v in values) else _from_row(target, alias, values))
     for name, index in extras:
         setattr(obj, name, row[index])
     return obj

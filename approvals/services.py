@@ -201,9 +201,9 @@ def _token_where(token: str, user, conversation_id=None) -> dict[str, Any]:
     return where
 
 
-def _lock_by_token(token: str, user, conversation_id=None) -> ConfirmationRequest:
-    # A prebuilt statement: the requester's confirm is on every approve-and-resume (issue 11).
-    found = select_rows(ConfirmationRequest, _token_where(token, user, conversation_id), for_update=True, limit=1)
+def _lock_by_token(where: dict[str, Any]) -> ConfirmationRequest:
+    """Lock and read the request `_token_where` found. Raises ConfirmationNotFound."""
+    found = select_rows(ConfirmationRequest, where, for_update=True, limit=1)
     if not found:
         raise ConfirmationNotFound("unknown confirmation token")
     return found[0]
@@ -244,11 +244,9 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
     # reads the row it changed (issue 11: no lock read before it). When it matches nothing, the
     # locked read below says why: unknown token (404), expired (410) or already decided (409).
     changed = update_rows(ConfirmationRequest, {**where, "status": Status.PENDING, "expires_at__gt": now}, changes)
-    if changed:
-        request = changed[0]
-    else:
-        request = _lock_by_token(token, actor, conversation_id)
-        correlation.set_run_id(request.run_id)  # a refusal's error body names the run too
+    request = changed[0] if changed else _lock_by_token(where)
+    correlation.set_run_id(request.run_id)  # a refusal's error body names the run too
+    if not changed:
         try:
             _require_open(request, now=now)
         except DomainError as error:
@@ -257,7 +255,6 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
         update_row(ConfirmationRequest, request.pk, changes)  # open after all (the clock moved): decide it
         for name, value in changes.items():
             setattr(request, "decided_by_id" if name == "decided_by" else name, value)
-    correlation.set_run_id(request.run_id)
     _audit_request(request, decision=decision, actor_id=actor.pk)
     _settle(request)
     return request

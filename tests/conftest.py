@@ -6,7 +6,6 @@ import os
 import shutil
 
 import pytest
-from django.conf import settings
 
 
 def _postgres() -> bool:

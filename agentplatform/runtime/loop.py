@@ -193,58 +193,54 @@ class _Step:
         if not self.outer:
             return False
         run = self.recorder.run
+        deferred, run._deferred = run._deferred, None  # the step's held writes: sent now or forgotten
         if exc_type is not None and (issubclass(exc_type, FenceLost) or not _transaction_usable()) \
                 or connection.needs_rollback:
-            self._drop(run)
+            self._drop(run, deferred)
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(exc_type, exc, tb)  # rolls back
             return False
         try:
-            self._write(run)
+            self._write(run, deferred)
         except BaseException as error:
-            self._drop(run)
+            self._drop(run, deferred)
             self.recorder.drop_held(self.seq)
             self.atomic.__exit__(type(error), error, error.__traceback__)
             raise
-        written, run._deferred = getattr(run, "_deferred", None), None
         try:
             self.atomic.__exit__(None, None, None)  # commits
         except BaseException:
-            run._deferred = written
-            self._drop(run)
+            self._drop(run, deferred)
             self.recorder.drop_held(self.seq)
             raise
         self.recorder.tell()
         return False  # an exception other than the above is re-raised after the commit
 
     @staticmethod
-    def _drop(run: Run) -> None:
-        """Forget the step's held writes (it rolls back); the run keeps the lease its row still has."""
-        deferred, run._deferred = getattr(run, "_deferred", None), None
-        if deferred is not None and deferred.values:
+    def _drop(run: Run, deferred: "_Deferred") -> None:
+        """The step rolls back: its held writes are forgotten and the run keeps the lease its row
+        still has."""
+        if deferred.values:
             run.lease_expires_at = deferred.held
 
-    def _write(self, run: Run) -> None:
+    def _write(self, run: Run, deferred: "_Deferred") -> None:
         """The step's held writes in one statement (agentplatform.db.Together): its messages, the
-        run's row (fenced: RunClaimLost when this process no longer holds it) and its events. They
-        stay on the run (`_deferred`) until the step commits, so a failure can forget them."""
-        deferred = run._deferred
+        run's row (fenced: RunClaimLost when this process no longer holds it) and its events."""
         together = Together()
-        if deferred is not None and deferred.messages:
+        if deferred.messages:
             together.insert(Message, deferred.messages)
         saved = None
-        if deferred is not None and deferred.values:
+        if deferred.values:
             saved = together.update(Run, run.pk, deferred.values,
                                     where={"status": Run.Status.RUNNING, "lease_expires_at": deferred.held})
         events = self.recorder.held_into(together)
-        admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) \
-            if deferred is not None and deferred.admit else None
+        admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) if deferred.admit else None
         results = together.send()
         if saved is not None and len(results[saved]) != 1:
             raise RunClaimLost(f"run {run.pk} is no longer held by this process", run_id=run.pk)
         self.recorder.held_stored(results[events] if events is not None else [])
         if admitted is not None:
-            _admitted(run, results[admitted][0])
+            _admitted(run, lambda: quota.admission_check(results[admitted][0]))
 
 
 @dataclass
@@ -292,16 +288,14 @@ def _admit_in_step(run: Run) -> None:
     if deferred is not None:
         deferred.admit = True  # counted with the step's other writes when it ends (_Step._write)
         return
-    sql, params = quota.admission_statement(tenant_id=run.tenant_id)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        _admitted(run, cursor.fetchone()[0])
+    _admitted(run, lambda: quota.model_call_admit(tenant_id=run.tenant_id))
 
 
-def _admitted(run: Run, counted) -> None:
-    """Keep on the run what the quota statement said of its next model call (see `_admission`)."""
+def _admitted(run: Run, admit: Callable[[], int]) -> None:
+    """Keep on the run what `admit()` (the quota's count or check) said of its next model call
+    (see `_admission`)."""
     try:
-        quota.admission_check(counted)
+        admit()
     except ModelQuotaExceeded as error:
         run._admission = error
     else:
@@ -374,7 +368,7 @@ def run_create(*, user, message: str, conversation: Conversation, request_id: st
         admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) if admit else None
         results = together.send()
         if admitted is not None:
-            _admitted(run, results[admitted][0])
+            _admitted(run, lambda: quota.admission_check(results[admitted][0]))
     # A conversation created with its first run holds nothing else yet: no memory, nothing
     # waiting (the loop skips reading them).
     run._fresh_conversation = fresh
@@ -404,9 +398,6 @@ def _claim(run_id) -> _Claimed | None:
     claimed on the strength of the old turn's decisions. The requests and the last event seq read
     here are handed on, so the resume does not read them again.
     """
-    run_id = _uuid_or_none(run_id)
-    if run_id is None:
-        return None
     with transaction.atomic():
         # Prebuilt statements (agentplatform.db.select_rows): this claim runs on every resume, and
         # the ORM compiled its lock read alone in about 1.9 ms (issue 11).
@@ -431,13 +422,6 @@ def _claim(run_id) -> _Claimed | None:
 
 # The run's highest event seq, read with its claim (EventRecorder continues from it).
 _LAST_SEQ = {"last_event_seq": f"SELECT MAX(e.seq) FROM {RunEvent._meta.db_table} e WHERE e.run_id = {{t}}.id"}
-
-
-def _uuid_or_none(value) -> uuid.UUID | None:
-    try:
-        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    except (TypeError, ValueError, AttributeError):
-        return None
 
 
 def _claim_running(run_id, **condition: Any) -> Run | None:

@@ -46,16 +46,10 @@ def inventory_query(*, tenant_id: int, sku: str, warehouse_code: str | None = No
             "total_available": sum(w["available_quantity"] for w in warehouses)}
 
 
-def _lock_order(*, tenant_id: int, order_id: str) -> Order:
-    """Lock one order row of the tenant (Saleor's named-lock helper). Raises ToolBusinessError."""
-    order = _find_order(tenant_id=tenant_id, order_id=order_id, for_update=True)
-    if order is None:
-        raise ToolBusinessError(f"order {order_id} does not exist", code="ORDER_NOT_FOUND")
-    return order
-
-
-def _read_order(*, tenant_id: int, order_id: str) -> Order:
-    order = _find_order(tenant_id=tenant_id, order_id=order_id)
+def _read_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> Order:
+    """One order of the tenant; `for_update` locks its row (Saleor's named-lock helper). Raises
+    ToolBusinessError(ORDER_NOT_FOUND)."""
+    order = _find_order(tenant_id=tenant_id, order_id=order_id, for_update=for_update)
     if order is None:
         raise ToolBusinessError(f"order {order_id} does not exist", code="ORDER_NOT_FOUND")
     return order
@@ -192,7 +186,7 @@ def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | N
     Returns {"order_id", "previous_status", "current_status", "cancellation_id", "cancelled_at"}.
     Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE), e.g. a shipped order.
     """
-    order = _lock_order(tenant_id=tenant_id, order_id=order_id)
+    order = _read_order(tenant_id=tenant_id, order_id=order_id, for_update=True)
     _require_cancellable(order)
     previous = order.status
     order.status = Order.Status.CANCELLED
@@ -212,7 +206,7 @@ def order_refund(*, tenant_id: int, order_id: str, amount: Decimal | None, reaso
 
     Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_REFUNDABLE | REFUND_EXCEEDS_AMOUNT).
     """
-    order = _lock_order(tenant_id=tenant_id, order_id=order_id)
+    order = _read_order(tenant_id=tenant_id, order_id=order_id, for_update=True)
     value, already = _refund_value(order, amount)
     refund = Refund.objects.create(tenant_id=tenant_id, order=order, amount=value, reason=reason, requested_by_id=user_id)
     if already + value == order.amount:
