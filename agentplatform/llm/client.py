@@ -40,7 +40,6 @@ from urllib.parse import urlsplit
 import httpx2
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agentplatform.llm import normalize
 from agentplatform.llm.errors import (
@@ -287,12 +286,16 @@ class _Exchange(threading.Thread):
             try:
                 # The request is already chat-completions wire JSON (normalize.replay_messages and
                 # the tools' JSON schemas), so it is posted as it is, through the SDK's documented
-                # `client.post` for raw requests, with the same response classes `create` uses:
-                # `create` first walks every message and tool schema with its TypedDict transform,
-                # which changes nothing in such a body and cost 1.8 ms per call (issue 11).
+                # `client.post` for raw requests: `create` first walks every message and tool
+                # schema with its TypedDict transform, which changes nothing in such a body and
+                # cost 1.8 ms per call (issue 11). The answer comes back as the decoded JSON
+                # (`cast_to=object`, `Stream[object]`; the SDK still decodes the SSE, raises the
+                # stream's error events and maps HTTP errors): building a ChatCompletionChunk
+                # model per chunk cost about 0.1 ms each, half of an offline call, and grows with
+                # every token a real model streams; the SDK's construction never validated them.
                 return sdk.post("/chat/completions", body={**self.request, "stream": self.stream},
-                                cast_to=ChatCompletion, options={"timeout": timeout}, stream=self.stream,
-                                stream_cls=openai.Stream[ChatCompletionChunk])
+                                cast_to=object, options={"timeout": timeout}, stream=self.stream,
+                                stream_cls=openai.Stream[object])
             except (openai.OpenAIError, httpx2.TransportError) as exc:
                 error = model_error(exc, client=self.client, model=self.model)
                 delay = _retry_delay(exc, attempt) if error.retryable else None
@@ -324,16 +327,29 @@ def _items(exchange: _Exchange, deadline: float, seconds: float) -> Iterator[Any
         yield item
 
 
+def _member(value: Any, name: str) -> Any:
+    """`value[name]` when `value` is a JSON object, else None (a provider's chunk may omit or null
+    any part of the chat-completions shape)."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
+def _members(value: Any, name: str) -> list:
+    """`value[name]` when it is a JSON array, else []."""
+    found = _member(value, name)
+    return found if isinstance(found, list) else []
+
+
 def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None,
                      taken: set[str]) -> ModelTurn:
-    """Join the deltas of a chat.completion.chunk stream into one canonical ModelTurn.
+    """Join the deltas of a chat.completion.chunk stream (decoded JSON objects) into one canonical
+    ModelTurn.
 
     Text deltas are concatenated (each passed, cleaned, to on_text as it comes); `reasoning_content`
     deltas are kept apart. Tool-call deltas are joined by `index`: id and name are taken from the
     first delta that carries them, argument fragments are kept in arrival order. A fragment without
     an index (some local servers) continues the last call, unless it starts a new named one. The
-    finish_reason is the last one seen. Raises ModelUnavailable when the stream ends without any
-    finish_reason (a dropped or truncated stream).
+    finish_reason is the last one seen. A part of the wrong JSON type is ignored. Raises
+    ModelUnavailable when the stream ends without any finish_reason (a dropped or truncated stream).
     """
     text: list[str] = []
     reasoning: list[str] = []
@@ -341,40 +357,44 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
     finish_reason: str | None = None
     for chunk in chunks:
         # Usage-only chunks and Azure's prompt-filter chunk have no choices.
-        for choice in chunk.choices or ():
-            if choice.index not in (0, None):
+        for choice in _members(chunk, "choices"):
+            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
                 continue
-            delta = choice.delta
-            if delta is not None:
-                thought = getattr(delta, "reasoning_content", None)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                thought = delta.get("reasoning_content")
                 if isinstance(thought, str) and thought:
                     reasoning.append(thought)
-                if delta.content:
-                    piece, thinking = normalize.content_parts(delta.content)
+                if delta.get("content"):
+                    piece, thinking = normalize.content_parts(delta["content"])
                     reasoning.append(thinking)
                     text.append(piece)
                     if on_text is not None and piece:
                         on_text(storable_text(piece))
-                for fragment in delta.tool_calls or ():
-                    function = fragment.function
-                    name = getattr(function, "name", None) if function is not None else None
-                    index = fragment.index
+                for fragment in _members(delta, "tool_calls"):
+                    if not isinstance(fragment, dict):
+                        continue
+                    function = fragment.get("function")
+                    function = function if isinstance(function, dict) else None
+                    name = function.get("name") if function is not None else None
+                    index = fragment.get("index")
                     if index is None:
                         last = max(calls, default=-1)
-                        starts_new = last < 0 or (name and calls[last].name and (fragment.id or "") != calls[last].id)
+                        starts_new = last < 0 or (name and calls[last].name
+                                                  and (fragment.get("id") or "") != calls[last].id)
                         index = last + 1 if starts_new else last
                     partial = calls.setdefault(index, normalize.RawCall())
                     # Some providers repeat id/name on every delta; the first one wins.
-                    if fragment.id and not partial.id:
-                        partial.id = fragment.id
+                    if fragment.get("id") and not partial.id:
+                        partial.id = fragment["id"]
                     if function is not None:
                         if name and not partial.name:
                             partial.name = name
-                        arguments = getattr(function, "arguments", None)
+                        arguments = function.get("arguments")
                         if arguments is not None and arguments != "":
                             partial.arguments.append(arguments)
-            if choice.finish_reason:
-                finish_reason = choice.finish_reason
+            if choice.get("finish_reason"):
+                finish_reason = choice["finish_reason"]
     if finish_reason is None:
         raise ModelUnavailable("the model stream ended before the turn finished")
     return normalize.normalize_turn(content="".join(text), reasoning="".join(reasoning),
@@ -383,20 +403,26 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
 
 
 def _from_completion(completion: Any, on_text: Callable[[str], None] | None, taken: set[str]) -> ModelTurn:
-    if not completion.choices:
+    """The ModelTurn of a whole (non-streamed) chat completion, decoded JSON. A body sent with a
+    non-JSON content type arrives as text and is decoded here. Raises ModelUnavailable when it has
+    no choices, json.JSONDecodeError when it is not JSON."""
+    if isinstance(completion, (str, bytes)):
+        completion = json.loads(completion)
+    choices = _members(completion, "choices")
+    if not choices:
         raise ModelUnavailable("the model endpoint returned no choices")
-    choice = completion.choices[0]
-    message = choice.message
+    choice = choices[0] if isinstance(choices[0], dict) else {}
+    message = _member(choice, "message") or {}
     raw_calls = []
-    for call in message.tool_calls or ():
-        function = getattr(call, "function", None)  # custom (non-function) tools are not used here
-        if function is not None:
-            raw_calls.append(normalize.RawCall(id=call.id, name=function.name,
-                                               arguments=[getattr(function, "arguments", None)]))
-    reasoning = getattr(message, "reasoning_content", None)
-    turn = normalize.normalize_turn(content=message.content, raw_calls=raw_calls,
+    for call in _members(message, "tool_calls"):
+        function = _member(call, "function")  # custom (non-function) tools are not used here
+        if isinstance(function, dict):
+            raw_calls.append(normalize.RawCall(id=call.get("id"), name=function.get("name"),
+                                               arguments=[function.get("arguments")]))
+    reasoning = _member(message, "reasoning_content")
+    turn = normalize.normalize_turn(content=_member(message, "content"), raw_calls=raw_calls,
                                     reasoning=reasoning if isinstance(reasoning, str) else "",
-                                    finish_reason=choice.finish_reason or "stop", taken=taken)
+                                    finish_reason=choice.get("finish_reason") or "stop", taken=taken)
     if turn.content and on_text is not None:
         on_text(turn.content)
     return turn

@@ -20,9 +20,8 @@ def test_the_old_holder_cannot_save_after_a_takeover(requester):
     [pending] = outcome.pending
     with resume_not_enqueued():
         approvals.confirmation_confirm(token=pending.token, user=requester)
-    claimed = loop._claim(outcome.run.pk)
-    assert claimed is not None
-    run = claimed.run
+    Run.objects.filter(pk=outcome.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
+    run = Run.objects.get(pk=outcome.run.pk)
     run.state["note"] = "mine"
     loop._save(run, "state")  # the holder saves and renews its lease
 
@@ -72,3 +71,60 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     assert run_lock < first_request
     assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED
     assert not ConfirmationRequest.objects.filter(run_id=run.pk, status=ConfirmationRequest.Status.PENDING).exists()
+
+
+def test_a_resume_claims_the_run_in_its_first_step_and_a_rolled_back_step_leaves_it_waiting(requester, monkeypatch):
+    from agentplatform.runtime.models import RunEvent
+    from approvals.models import ConfirmationRequest
+    from audit.models import AuditEvent
+    from tools.catalog import services as catalog
+    from tools.catalog.models import Cancellation
+
+    # given: a waiting run whose call was confirmed (nobody resumed it yet)
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+    [pending] = outcome.pending
+    with resume_not_enqueued():
+        approvals.confirmation_confirm(token=pending.token, user=requester)
+    events_before = RunEvent.objects.filter(run_id=outcome.run.pk).count()
+
+    # when: the resume's first step (claim + consumption) is abandoned: the tool finds the run lost
+    real_cancel = catalog.order_cancel
+
+    def lost(**kwargs):
+        raise FenceLost("the step is abandoned")
+
+    monkeypatch.setattr(catalog, "order_cancel", lost)
+    with pytest.raises(FenceLost):
+        loop.run_resume(run_id=outcome.run.pk)
+
+    # then: nothing of the step remains, the claim included: the run waits as before with no
+    # lease, its decision is unspent, nothing ran, no event or audit row of the attempt is stored
+    run = Run.objects.get(pk=outcome.run.pk)
+    assert (run.status, run.lease_expires_at) == (Run.Status.AWAITING_CONFIRMATION, None)
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert request.status == ConfirmationRequest.Status.CONFIRMED and request.consumed_at is None
+    assert not Cancellation.objects.filter(order__order_id=ORDER).exists()
+    assert RunEvent.objects.filter(run_id=run.pk).count() == events_before
+    assert not AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED").exists()
+
+    # and: the next resume takes it and runs the call once
+    monkeypatch.setattr(catalog, "order_cancel", real_cancel)
+    resumed = loop.run_resume(run_id=run.pk)
+    assert resumed.run.status == Run.Status.COMPLETED
+    assert Cancellation.objects.filter(order__order_id=ORDER).count() == 1
+    assert AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED").count() == 1
+    assert loop.run_resume(run_id=run.pk) is None  # nothing left to take
+
+
+def test_a_resume_that_finds_nothing_to_take_leaves_no_transaction_open(requester):
+    from django.db import connection
+
+    # given: a run still waiting for its decision
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+
+    # when / then: the resume takes nothing and closes the transaction (or, inside the test's
+    # own transaction, the savepoint) its claim opened
+    depth = len(connection.atomic_blocks)
+    assert loop.run_resume(run_id=outcome.run.pk) is None
+    assert len(connection.atomic_blocks) == depth
+    assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
