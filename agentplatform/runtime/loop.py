@@ -133,7 +133,7 @@ def _lock_held(run: Run, consequence: str) -> None:
     deferred = getattr(run, "_deferred", None)
     if deferred is not None and deferred.claimed_from:
         # This step claimed the run: its transaction has held the row's lock since it read the
-        # run (FOR UPDATE, outside any savepoint, so kept until the step ends) and nobody else
+        # run (FOR NO KEY UPDATE, outside any savepoint, so kept until the step ends) and nobody else
         # can have changed it; the claim itself is written with the step's other writes.
         return
     lease = deferred.held if deferred is not None and deferred.values else run.lease_expires_at
@@ -420,7 +420,7 @@ def _claim(run_id) -> _Claimed | None:
     """Take an AWAITING_CONFIRMATION run whose every pending call is decided; None when there is
     nothing to take (unknown, not waiting, or a call still undecided).
 
-    Opens a transaction and locks the run's row (FOR UPDATE) while its pending requests are
+    Opens a transaction and locks the run's row (FOR NO KEY UPDATE) while its pending requests are
     checked, so a run that went back to waiting for a new turn in between cannot be claimed on
     the strength of the old turn's decisions. The claim (RUNNING with a new lease) is not written
     here: the transaction stays open and the resume's first step (the consumption of the decided
@@ -435,7 +435,9 @@ def _claim(run_id) -> _Claimed | None:
     try:
         # Prebuilt statements (agentplatform.db.select_rows): this claim runs on every resume, and
         # the ORM compiled its lock read alone in about 1.9 ms (issue 11).
-        found = select_rows(Run, {"id": run_id}, related=_RUN_RELATED, for_update=True, extra=_LAST_SEQ)
+        # FOR NO KEY UPDATE: the lock the claim's UPDATE of non-key columns would take, so rows
+        # that refer to the run (its messages and events) can still be inserted meanwhile.
+        found = select_rows(Run, {"id": run_id}, related=_RUN_RELATED, for_update="no key", extra=_LAST_SEQ)
         run = found[0] if found else None
         taken = run is not None and run.status == Run.Status.AWAITING_CONFIRMATION
         if taken:

@@ -11,13 +11,15 @@ What can be left behind, and what happens to it:
   sure nothing runs twice), or fails it with RUN_LEASE_EXPIRED;
 - a Run parked after a model outage (RUNNING, no lease) for longer than a lease: its retry
   message was lost; `loop.run_resume` continues it;
-- a Run AWAITING_CONFIRMATION whose every request was decided more than RESUME_GRACE_SECONDS ago:
-  the resume message enqueued on commit was lost (broker down at that moment); `run_resume`.
+- a Run AWAITING_CONFIRMATION whose every request was decided more than AGENT_RESUME_GRACE_SECONDS
+  ago: the resume message enqueued on commit was lost (broker down at that moment), or the worker
+  that resumed it died during the step that claims the run and consumes its decisions (that step
+  rolled back, claim included); `run_resume`.
 
-Local business changes commit with their idempotency record and their confirmation's consume in
-one transaction (tools/idempotency.py), so a worker killed mid-execution leaves nothing half done:
-the confirmation is still CONFIRMED, the run RUNNING with an expired lease, and recovery executes
-the call exactly once.
+Local business changes commit with their idempotency record, their confirmation's consume and the
+run's claim in one transaction (tools/idempotency.py, loop._claim), so a worker killed
+mid-execution leaves nothing half done: the confirmation is still CONFIRMED, the run waiting with
+its decisions made, and the next resume executes the call exactly once.
 """
 from __future__ import annotations
 
@@ -32,11 +34,6 @@ from agentplatform import clock
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tools.recovery import idempotency_records_recover
-
-# A decision's own resume normally starts within milliseconds; only after this long is a waiting
-# run with every decision made treated as having lost its resume message.
-RESUME_GRACE_SECONDS = 60
-
 
 @dataclass(frozen=True)
 class StuckWork:
@@ -54,13 +51,15 @@ def runs_needing_push(*, now: datetime.datetime | None = None, limit: int = 200)
     lease = datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
     Status = ConfirmationRequest.Status
     still_open = ConfirmationRequest.objects.filter(run_id=OuterRef("pk"), status=Status.PENDING, expires_at__gt=now)
-    decided_recently = ConfirmationRequest.objects.filter(
-        run_id=OuterRef("pk"), decided_at__gt=now - datetime.timedelta(seconds=RESUME_GRACE_SECONDS))
+    # A decision's own resume normally starts within milliseconds; only after the grace is a
+    # waiting run with every decision made treated as having lost its resume.
+    grace = datetime.timedelta(seconds=settings.AGENT_RESUME_GRACE_SECONDS)
+    decided_recently = ConfirmationRequest.objects.filter(run_id=OuterRef("pk"), decided_at__gt=now - grace)
     stuck = Run.objects.filter(
         Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
         | Q(status=Run.Status.RUNNING, lease_expires_at__isnull=True, updated_at__lt=now - lease)
         | Q(Q(status=Run.Status.AWAITING_CONFIRMATION) & ~Exists(still_open) & ~Exists(decided_recently)
-            & Q(updated_at__lt=now - datetime.timedelta(seconds=RESUME_GRACE_SECONDS)))
+            & Q(updated_at__lt=now - grace))
     )
     return list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
 
