@@ -404,14 +404,17 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
 
 def _from_completion(completion: Any, on_text: Callable[[str], None] | None, taken: set[str]) -> ModelTurn:
     """The ModelTurn of a whole (non-streamed) chat completion, decoded JSON. A body sent with a
-    non-JSON content type arrives as text and is decoded here. Raises ModelUnavailable when it has
-    no choices, json.JSONDecodeError when it is not JSON."""
+    non-JSON content type arrives as text and is decoded here. Raises ModelUnavailable when it is
+    not JSON or has no choice object."""
     if isinstance(completion, (str, bytes)):
-        completion = json.loads(completion)
-    choices = _members(completion, "choices")
+        try:
+            completion = json.loads(completion)
+        except ValueError:
+            raise ModelUnavailable("the model endpoint sent an answer that is not JSON") from None
+    choices = [choice for choice in _members(completion, "choices") if isinstance(choice, dict)]
     if not choices:
         raise ModelUnavailable("the model endpoint returned no choices")
-    choice = choices[0] if isinstance(choices[0], dict) else {}
+    choice = choices[0]
     message = _member(choice, "message") or {}
     raw_calls = []
     for call in _members(message, "tool_calls"):

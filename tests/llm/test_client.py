@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import openai
 import pytest
 
 from agentplatform.llm.client import OFFLINE_BASE_URL, complete, get_client, reset_client
@@ -213,3 +214,57 @@ def test_get_client_is_cached_per_settings_and_offline_without_key(settings):
         assert str(live.base_url).rstrip("/") == "https://api.example.test/v1" and live.max_retries == 5
     finally:
         reset_client()
+
+
+# -- the answer read as decoded JSON (issue 11): any part of the wrong JSON type is ignored, never a crash
+
+def _client_answering(content_type: str, body: bytes) -> openai.OpenAI:
+    """An SDK client whose endpoint answers every request with `body` under `content_type`."""
+    import httpx2
+
+    def answer(request):
+        return httpx2.Response(200, headers={"content-type": content_type}, content=body)
+
+    return openai.OpenAI(api_key="sk-test", base_url="http://provider.invalid/v1", max_retries=0,
+                         http_client=httpx2.Client(transport=httpx2.MockTransport(answer)))
+
+
+def _sse(*events: object) -> bytes:
+    return "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in (*events, "[DONE]")).encode()
+
+
+def test_stream_parts_of_the_wrong_json_type_are_skipped_and_the_real_call_is_kept():
+    stream = _sse(
+        "42",                                                          # a chunk that is not an object
+        {"choices": None},                                             # choices null
+        {"choices": ["not a choice", {"index": 0, "delta": None}]},     # a choice that is not an object; delta null
+        {"choices": [{"index": 0, "delta": {"content": "Cancelling.", "tool_calls": [
+            "junk", {"index": 0, "id": "call_1", "function": "not an object"}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"name": "cancel_order", "arguments": '{"order_id":"A202607290001",'}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": '"reason":"dup"}'}}]}, "finish_reason": "tool_calls"}]},
+    )
+    seen: list[str] = []
+
+    turn = complete(messages=MESSAGES, tools=TOOLS, stream=True, on_text=seen.append,
+                    client=_client_answering("text/event-stream", stream))
+
+    assert seen == ["Cancelling."] and turn.content == "Cancelling."
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("call_1", "cancel_order", {"order_id": "A202607290001", "reason": "dup"})]
+    assert turn.finish_reason == "tool_calls"
+
+
+def test_a_whole_answer_sent_as_text_is_read_and_one_that_is_not_json_is_model_unavailable():
+    body = json.dumps(completion(content="Done.")).encode()
+
+    turn = complete(messages=MESSAGES, tools=TOOLS, stream=False, client=_client_answering("text/plain", body))
+    assert turn.content == "Done." and turn.finish_reason == "stop"
+
+    with pytest.raises(ModelUnavailable, match="not JSON"):
+        complete(messages=MESSAGES, tools=TOOLS, stream=False, client=_client_answering("text/plain", b"<html>oops"))
+    for shapeless in (b"[]", b'{"choices": null}', b'{"choices": ["x"]}'):
+        with pytest.raises(ModelUnavailable, match="no choices"):
+            complete(messages=MESSAGES, tools=TOOLS, stream=False,
+                     client=_client_answering("application/json", shapeless))
