@@ -392,8 +392,8 @@ AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
     "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
 )
 AGENT_RUN_LEASE_SECONDS = env_int("AGENT_RUN_LEASE_SECONDS", 300)
-# A run waiting although every decision was made this long ago lost its resume (a lost message, or
-# a worker killed during the step that claims and consumes): the recovery sweep pushes it.
+# A run waiting although every decision was made this long ago lost its resume message: the
+# recovery sweep pushes it.
 AGENT_RESUME_GRACE_SECONDS = env_int("AGENT_RESUME_GRACE_SECONDS", 60)
 # Model calls per tenant and UTC day (0 = no limit); a tenant's own quota is set in the admin
 # (Runtime > Tenant model quotas). Past it a run fails with MODEL_QUOTA_EXCEEDED (HTTP 429).

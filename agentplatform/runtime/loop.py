@@ -131,11 +131,6 @@ def _lock_held(run: Run, consequence: str) -> None:
     which that save's own compare-and-set checks again. Nothing is written here, so a savepoint
     around the caller that rolls back leaves the held save as it was."""
     deferred = getattr(run, "_deferred", None)
-    if deferred is not None and deferred.claimed_from:
-        # This step claimed the run: its transaction has held the row's lock since it read the
-        # run (FOR NO KEY UPDATE, outside any savepoint, so kept until the step ends) and nobody else
-        # can have changed it; the claim itself is written with the step's other writes.
-        return
     lease = deferred.held if deferred is not None and deferred.values else run.lease_expires_at
     held = select_rows(Run, {"id": run.pk, "status": Run.Status.RUNNING, "lease_expires_at": lease},
                        for_update="no key", only=("id",))
@@ -179,26 +174,19 @@ class _Step:
     A step inside a step is part of the outer one.
     """
 
-    def __init__(self, recorder: EventRecorder, claim: "_Claimed | None" = None) -> None:
+    def __init__(self, recorder: EventRecorder) -> None:
         self.recorder = recorder
         self.outer = False
-        self.claim = claim
 
     def __enter__(self) -> "_Step":
         if self.recorder._held is not None:
             return self  # already inside a step: its transaction and its events
         self.outer = True
         self.seq = self.recorder.seq
-        if self.claim is not None:
-            # The resume's claim opened this step's transaction (run_resume): the claim commits
-            # with the step's first writes.
-            self.atomic, self.claim.atomic = self.claim.atomic, None
-            self.recorder.run._deferred = self.claim.deferred
-        else:
-            self.atomic = transaction.atomic()
-            self.atomic.__enter__()
-            self.recorder.run._deferred = _Deferred()
+        self.atomic = transaction.atomic()
+        self.atomic.__enter__()
         self.recorder.hold()
+        self.recorder.run._deferred = _Deferred()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -231,12 +219,8 @@ class _Step:
     @staticmethod
     def _drop(run: Run, deferred: "_Deferred") -> None:
         """The step rolls back: its held writes are forgotten and the run keeps the lease its row
-        still has. A step that began with the run's claim gives the claim back: the run is again
-        what its row says (waiting, no lease), for the next resume to take."""
-        if deferred.claimed_from:
-            run.status, run.lease_expires_at = deferred.claimed_from, None
-            run._unclaimed = True
-        elif deferred.values:
+        still has."""
+        if deferred.values:
             run.lease_expires_at = deferred.held
 
     def _write(self, run: Run, deferred: "_Deferred") -> None:
@@ -247,11 +231,8 @@ class _Step:
             together.insert(Message, deferred.messages)
         saved = None
         if deferred.values:
-            # Fenced: the lease the row held when the step began to change it, or, for the step
-            # that claimed the run, the status it was claimed from (its row is locked since).
-            fence = {"status": deferred.claimed_from} if deferred.claimed_from else \
-                {"status": Run.Status.RUNNING, "lease_expires_at": deferred.held}
-            saved = together.update(Run, run.pk, deferred.values, where=fence)
+            saved = together.update(Run, run.pk, deferred.values,
+                                    where={"status": Run.Status.RUNNING, "lease_expires_at": deferred.held})
         events = self.recorder.held_into(together)
         admitted = together.statement(*quota.admission_statement(tenant_id=run.tenant_id)) if deferred.admit else None
         results = together.send()
@@ -272,9 +253,6 @@ class _Deferred:
     values: dict[str, Any] = field(default_factory=dict)
     held: Any = None
     admit: bool = False  # the run's next model call is counted against the tenant's quota
-    # The status the run was claimed from when this step began with its claim (run_resume): the
-    # row is locked by the step's transaction since, and the claim is among `values`.
-    claimed_from: str = ""
 
 
 def _save(run: Run, *fields: str, park: bool = False) -> None:
@@ -405,59 +383,43 @@ _RUN_RELATED = ("tenant", "user", "conversation")
 @dataclass
 class _Claimed:
     """A run taken by `_claim`, with what the claim read under the run's lock: its confirmation
-    requests (id -> request) and its highest event seq (0 without events). `atomic` is the open
-    transaction holding that lock and `deferred` the claim's held write: the resume's first step
-    takes both over (`_Step(recorder, claim)`)."""
+    requests (id -> request) and its highest event seq (0 without events)."""
 
     run: Run
     requests: dict[str, ConfirmationRequest]
     last_seq: int
-    atomic: Any = None
-    deferred: "_Deferred | None" = None
 
 
 def _claim(run_id) -> _Claimed | None:
-    """Take an AWAITING_CONFIRMATION run whose every pending call is decided; None when there is
-    nothing to take (unknown, not waiting, or a call still undecided).
+    """Take an AWAITING_CONFIRMATION run whose every pending call is decided.
 
-    Opens a transaction and locks the run's row (FOR NO KEY UPDATE) while its pending requests are
-    checked, so a run that went back to waiting for a new turn in between cannot be claimed on
-    the strength of the old turn's decisions. The claim (RUNNING with a new lease) is not written
-    here: the transaction stays open and the resume's first step (the consumption of the decided
-    calls) takes it over, so the claim commits with that step (issue 11: no statement and no
-    commit of its own). A step that rolls back gives the run back to its waiting state, for the
-    next resume (a retried task, the recovery sweep) to take. The requests and the last event seq
-    read here are handed on, so the resume does not read them again. When None is returned the
-    transaction is closed.
+    The run row is locked while its pending requests are checked, and the status change is still
+    a compare-and-set, so a run that went back to waiting for a new turn in between cannot be
+    claimed on the strength of the old turn's decisions. The requests and the last event seq read
+    here are handed on, so the resume does not read them again.
     """
-    atomic = transaction.atomic()
-    atomic.__enter__()
-    try:
+    with transaction.atomic():
         # Prebuilt statements (agentplatform.db.select_rows): this claim runs on every resume, and
         # the ORM compiled its lock read alone in about 1.9 ms (issue 11).
-        # FOR NO KEY UPDATE: the lock the claim's UPDATE of non-key columns would take, so rows
+        # FOR NO KEY UPDATE: the lock the claim's UPDATE of non-key columns takes anyway, so rows
         # that refer to the run (its messages and events) can still be inserted meanwhile.
         found = select_rows(Run, {"id": run_id}, related=_RUN_RELATED, for_update="no key", extra=_LAST_SEQ)
         run = found[0] if found else None
-        taken = run is not None and run.status == Run.Status.AWAITING_CONFIRMATION
-        if taken:
-            pending = run.state.get("pending") or {}
-            requests = {str(r.pk): r for r in select_rows(ConfirmationRequest, {"id__in": list(pending.values())})}
-            now = clock.now()
-            # The model is not called again until every pending call is decided.
-            taken = not any(r.status == ConfirmationRequest.Status.PENDING and r.expires_at > now
-                            for r in requests.values())
-    except BaseException as error:
-        atomic.__exit__(type(error), error, error.__traceback__)
-        raise
-    if not taken:
-        atomic.__exit__(None, None, None)
+        if run is None or run.status != Run.Status.AWAITING_CONFIRMATION:
+            return None
+        pending = run.state.get("pending") or {}
+        requests = {str(r.pk): r for r in select_rows(ConfirmationRequest, {"id__in": list(pending.values())})}
+        now = clock.now()
+        if any(r.status == ConfirmationRequest.Status.PENDING and r.expires_at > now for r in requests.values()):
+            return None  # the model is not called again until every pending call is decided
+        lease = _lease()
+        claimed = update_row(Run, run.pk, {"status": Run.Status.RUNNING, "lease_expires_at": lease,
+                                           "updated_at": clock.now()},
+                             where={"status": Run.Status.AWAITING_CONFIRMATION})
+    if claimed != 1:
         return None
-    lease = _lease()
-    deferred = _Deferred(values={"status": Run.Status.RUNNING, "lease_expires_at": lease, "updated_at": clock.now()},
-                         claimed_from=Run.Status.AWAITING_CONFIRMATION)
     run.status, run.lease_expires_at = Run.Status.RUNNING, lease
-    return _Claimed(run, requests, run.last_event_seq or 0, atomic=atomic, deferred=deferred)
+    return _Claimed(run, requests, run.last_event_seq or 0)
 
 
 # The run's highest event seq, read with its claim (EventRecorder continues from it).
@@ -493,12 +455,8 @@ def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCalling
         if run is None:
             return None
         return _continue(run, EventRecorder(run, listener), manager or ToolCallingManager(), park_on_model_error)
-    try:
-        return _continue(claimed.run, EventRecorder(claimed.run, listener, last_seq=claimed.last_seq),
-                         manager or ToolCallingManager(), park_on_model_error, claimed=claimed)
-    finally:
-        if claimed.atomic is not None:  # no step took the claim's transaction over: closed unused
-            claimed.atomic.__exit__(None, None, None)
+    return _continue(claimed.run, EventRecorder(claimed.run, listener, last_seq=claimed.last_seq),
+                     manager or ToolCallingManager(), park_on_model_error, requests=claimed.requests)
 
 
 def run_recover(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None,
@@ -550,18 +508,14 @@ def _unrecoverable(run: Run) -> str:
 
 
 def _continue(run: Run, recorder: EventRecorder, manager: ToolCallingManager, park: bool,
-              claimed: _Claimed | None = None) -> RunOutcome:
+              requests: dict[str, ConfirmationRequest] | None = None) -> RunOutcome:
     """Drive a run this process holds: answer its decided pending calls (if any), then the loop.
-    claimed: the resume's claim, whose open transaction the first step takes over, with the
-    pending calls' confirmation requests it read."""
+    requests: the pending calls' confirmation requests by id, when the claim already read them."""
     if run.state.get("pending"):
-        ctx, waiting = _answer_pending(run, recorder, manager, claimed)
+        ctx, waiting = _answer_pending(run, recorder, manager, requests)
         if run.status == Run.Status.AWAITING_CONFIRMATION:
             return RunOutcome(run, pending=waiting)
     else:
-        if claimed is not None:
-            with _Step(recorder, claimed):
-                pass  # only the claim to write
         ctx = build_tool_context(run)
     return _advance(run, ctx, recorder, manager, park=park)
 
@@ -614,26 +568,23 @@ def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str
 
 
 def _answer_pending(run: Run, recorder: EventRecorder, manager: ToolCallingManager,
-                    claimed: _Claimed | None = None) -> tuple[ToolContext, list]:
+                    requests: dict[str, ConfirmationRequest] | None = None) -> tuple[ToolContext, list]:
     """Execute the confirmed pending calls, answer the others truthfully (REJECTED with who and
     why, CONFIRMATION_EXPIRED, SUPERSEDED, or the refusal code), append one tool message per
     answered call id. Returns (context, calls still waiting): a call whose policy became stricter
     since its decision waits again (the run goes back to AWAITING_CONFIRMATION). One step: the
     consumption, its business change, audit rows, tool messages, events and the run's state
-    commit together; after a resume's claim, the claim too (a step that rolls back leaves the run
-    waiting, as it was: nothing is failed then, the error propagates)."""
+    commit together."""
     try:
-        with _Step(recorder, claimed):
-            return _answer_pending_step(run, recorder, manager, claimed.requests if claimed else None)
+        with _Step(recorder):
+            return _answer_pending_step(run, recorder, manager, requests)
+    except DomainError as error:
+        _fail(run, recorder, error.code, error.message)
+        raise
     except RunClaimLost:
         raise
     except Exception as error:  # DESIGN step 9: an error propagated to the caller ends the run too
-        if getattr(run, "_unclaimed", False):
-            raise  # the claim rolled back with the step: the run is not this process's to fail
-        if isinstance(error, DomainError):
-            _fail(run, recorder, error.code, error.message)
-        else:
-            _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
+        _fail(run, recorder, "SYSTEM_ERROR", f"the run stopped on {type(error).__name__}")
         raise
 
 

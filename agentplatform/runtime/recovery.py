@@ -12,14 +12,12 @@ What can be left behind, and what happens to it:
 - a Run parked after a model outage (RUNNING, no lease) for longer than a lease: its retry
   message was lost; `loop.run_resume` continues it;
 - a Run AWAITING_CONFIRMATION whose every request was decided more than AGENT_RESUME_GRACE_SECONDS
-  ago: the resume message enqueued on commit was lost (broker down at that moment), or the worker
-  that resumed it died during the step that claims the run and consumes its decisions (that step
-  rolled back, claim included); `run_resume`.
+  ago: the resume message enqueued on commit was lost (broker down at that moment); `run_resume`.
 
-Local business changes commit with their idempotency record, their confirmation's consume and the
-run's claim in one transaction (tools/idempotency.py, loop._claim), so a worker killed
-mid-execution leaves nothing half done: the confirmation is still CONFIRMED, the run waiting with
-its decisions made, and the next resume executes the call exactly once.
+Local business changes commit with their idempotency record and their confirmation's consume in
+one transaction (tools/idempotency.py), so a worker killed mid-execution leaves nothing half done:
+the confirmation is still CONFIRMED, the run RUNNING with an expired lease, and recovery executes
+the call exactly once.
 """
 from __future__ import annotations
 

@@ -48,22 +48,19 @@ def test_worker_killed_mid_execution_leaves_nothing_and_recovery_executes_once(s
     # when: the worker is killed (SIGKILL, main process and pool) in the middle of the execution
     doomed.kill()
 
-    # then: its uncommitted work is gone, the run's claim included (it commits with the
-    # consumption): no cancellation, the confirmation still CONFIRMED, the run waiting with its
-    # decision made and no lease
+    # then: its uncommitted work is gone: no cancellation, the confirmation still CONFIRMED, the run
+    # RUNNING with a lease that will expire
     assert Cancellation.objects.count() == 0
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
     assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONFIRMED
-    stranded = Run.objects.get(pk=run.pk)
-    assert (stranded.status, stranded.lease_expires_at) == (Run.Status.AWAITING_CONFIRMATION, None)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
 
-    # when: a new worker runs the recovery sweep (as beat would) until the run is resumed; the
-    # sweep pushes a decided run once its decisions are AGENT_RESUME_GRACE_SECONDS old
-    healthy = start_worker(env={"AGENT_RESUME_GRACE_SECONDS": "1"})
+    # when: a new worker runs the recovery sweep (as beat would) until the run is taken over
+    healthy = start_worker()
 
     def recovered() -> Run | None:
         current = Run.objects.get(pk=run.pk)
-        if not current.is_finished and healthy.count("runtime.recover_stuck_runs[") < 60:
+        if current.status == Run.Status.RUNNING and healthy.count("runtime.recover_stuck_runs[") < 60:
             recover_stuck_runs.delay()
             return None
         return current if current.is_finished else None
@@ -77,10 +74,9 @@ def test_worker_killed_mid_execution_leaves_nothing_and_recovery_executes_once(s
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.CANCELLED
     assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONSUMED
     assert len(list(markers.iterdir())) == 1  # the killed attempt; the recovered one ran unslowed
-    # nothing of the killed attempt was committed, so there was nothing to recover: a plain resume
-    assert not AuditEvent.objects.filter(run_id=run.pk, decision="RECOVERED").exists()
+    assert AuditEvent.objects.filter(run_id=run.pk, decision="RECOVERED", status="RESUMED").count() == 1
     assert AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED", tool_name="cancel_order").count() == 1
-    assert healthy.count("'resumed'") == 1, healthy.tail()
+    assert healthy.count("'recovered'") == 1, healthy.tail()
 
 
 def test_resume_outliving_the_visibility_timeout_is_redelivered_and_executes_once(start_worker, requester,

@@ -20,8 +20,9 @@ def test_the_old_holder_cannot_save_after_a_takeover(requester):
     [pending] = outcome.pending
     with resume_not_enqueued():
         approvals.confirmation_confirm(token=pending.token, user=requester)
-    Run.objects.filter(pk=outcome.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
-    run = Run.objects.get(pk=outcome.run.pk)
+    claimed = loop._claim(outcome.run.pk)
+    assert claimed is not None
+    run = claimed.run
     run.state["note"] = "mine"
     loop._save(run, "state")  # the holder saves and renews its lease
 
@@ -73,58 +74,49 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     assert not ConfirmationRequest.objects.filter(run_id=run.pk, status=ConfirmationRequest.Status.PENDING).exists()
 
 
-def test_a_resume_claims_the_run_in_its_first_step_and_a_rolled_back_step_leaves_it_waiting(requester, monkeypatch):
-    from agentplatform.runtime.models import RunEvent
-    from approvals.models import ConfirmationRequest
-    from audit.models import AuditEvent
-    from tools.catalog import services as catalog
-    from tools.catalog.models import Cancellation
+def test_a_consumption_whose_writes_fail_ends_the_run_once_and_is_not_retried(requester, monkeypatch):
+    import datetime as dt
 
-    # given: a waiting run whose call was confirmed (nobody resumed it yet)
+    from django.db import connection
+
+    from agentplatform.runtime.recovery import runs_needing_push
+    from approvals.models import ConfirmationRequest
+    from tools.catalog import services as catalog
+
+    # given: a confirmed call whose consumption step cannot write its end (a rejected row in the
+    # step's one statement; on SQLite a failing statement in its place)
     outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
     [pending] = outcome.pending
     with resume_not_enqueued():
         approvals.confirmation_confirm(token=pending.token, user=requester)
-    events_before = RunEvent.objects.filter(run_id=outcome.run.pk).count()
+    bodies = []
+    real_cancel, real_write = catalog.order_cancel, loop._Step._write
 
-    # when: the resume's first step (claim + consumption) is abandoned: the tool finds the run lost
-    real_cancel = catalog.order_cancel
+    def counted(**kwargs):
+        bodies.append(kwargs["order_id"])  # stands for an effect outside the database
+        return real_cancel(**kwargs)
 
-    def lost(**kwargs):
-        raise FenceLost("the step is abandoned")
+    def failing(step, run, deferred):
+        if any(m.get("role") == "tool" for m in deferred.messages):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT * FROM a_table_that_does_not_exist")
+        return real_write(step, run, deferred)
 
-    monkeypatch.setattr(catalog, "order_cancel", lost)
-    with pytest.raises(FenceLost):
+    monkeypatch.setattr(catalog, "order_cancel", counted)
+    monkeypatch.setattr(loop._Step, "_write", failing)
+
+    # when: resumed, then resumed again as a retry or the recovery sweep would, an hour later
+    with pytest.raises(Exception):
         loop.run_resume(run_id=outcome.run.pk)
+    an_hour_ago = clock.now() - dt.timedelta(hours=1)
+    Run.objects.filter(pk=outcome.run.pk).update(updated_at=an_hour_ago)
+    ConfirmationRequest.objects.filter(pk=pending.confirmation_id).update(decided_at=an_hour_ago)
+    again = loop.run_resume(run_id=outcome.run.pk)
 
-    # then: nothing of the step remains, the claim included: the run waits as before with no
-    # lease, its decision is unspent, nothing ran, no event or audit row of the attempt is stored
+    # then: the run ended FAILED on the first attempt with its request cancelled, the tool's body
+    # ran once, and nothing pushes the run again (a poison step is not retried forever)
     run = Run.objects.get(pk=outcome.run.pk)
-    assert (run.status, run.lease_expires_at) == (Run.Status.AWAITING_CONFIRMATION, None)
-    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
-    assert request.status == ConfirmationRequest.Status.CONFIRMED and request.consumed_at is None
-    assert not Cancellation.objects.filter(order__order_id=ORDER).exists()
-    assert RunEvent.objects.filter(run_id=run.pk).count() == events_before
-    assert not AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED").exists()
-
-    # and: the next resume takes it and runs the call once
-    monkeypatch.setattr(catalog, "order_cancel", real_cancel)
-    resumed = loop.run_resume(run_id=run.pk)
-    assert resumed.run.status == Run.Status.COMPLETED
-    assert Cancellation.objects.filter(order__order_id=ORDER).count() == 1
-    assert AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED").count() == 1
-    assert loop.run_resume(run_id=run.pk) is None  # nothing left to take
-
-
-def test_a_resume_that_finds_nothing_to_take_leaves_no_transaction_open(requester):
-    from django.db import connection
-
-    # given: a run still waiting for its decision
-    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
-
-    # when / then: the resume takes nothing and closes the transaction (or, inside the test's
-    # own transaction, the savepoint) its claim opened
-    depth = len(connection.atomic_blocks)
-    assert loop.run_resume(run_id=outcome.run.pk) is None
-    assert len(connection.atomic_blocks) == depth
-    assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "SYSTEM_ERROR")
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CANCELLED
+    assert again is None and bodies == [ORDER]
+    assert outcome.run.pk not in runs_needing_push()
