@@ -14,11 +14,18 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, TypeVar
 
-from django.db import OperationalError, connection
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+def _db():
+    """The default connection's wrapper itself. `django.db.connection` is a proxy that looks the
+    wrapper up (a thread-local read) on every attribute access; the per-value conversions below
+    pass the wrapper on once instead (hundreds of lookups per governed cycle; issue 11)."""
+    return connections[DEFAULT_DB_ALIAS]
+
 
 # SQLSTATE codes of psycopg.errors.SerializationFailure and psycopg.errors.DeadlockDetected.
 RETRYABLE_SQLSTATES = {"40001": "serialization failure", "40P01": "deadlock detected"}
@@ -88,6 +95,7 @@ def _column_values(model, values: dict, *, adding: bool) -> tuple[list[str], lis
 
     columns, params = [], []
     now = None
+    db = _db()
     fields = model._meta.concrete_fields if adding else [model._meta.get_field(name) for name in values]
     for field in fields:
         if field.name in values:
@@ -104,7 +112,7 @@ def _column_values(model, values: dict, *, adding: bool) -> tuple[list[str], lis
         else:
             value = field.get_default()
         columns.append(field.column)
-        params.append(field.get_db_prep_save(value, connection))
+        params.append(field.get_db_prep_save(value, db))
     return columns, params
 
 
@@ -253,8 +261,9 @@ def _update_one(model, pk, values: dict, where: dict | None, back: list) -> tupl
         if back:
             sql += " RETURNING " + ", ".join(quote(f.column) for f in back)
         _SQL_CACHE[key] = sql
-    params.append(model._meta.pk.get_db_prep_value(pk, connection))
-    params += [field.get_db_prep_value(value, connection) for field, value in conditions if value is not None]
+    db = _db()
+    params.append(model._meta.pk.get_db_prep_value(pk, db))
+    params += [field.get_db_prep_value(value, db) for field, value in conditions if value is not None]
     return sql, params
 
 
@@ -343,18 +352,20 @@ _LOOKUPS = {"exact": "= %s", "gt": "> %s", "gte": ">= %s", "lt": "< %s", "lte": 
 _CONVERTERS: dict[tuple, list] = {}
 
 
-def _convert(field, alias: str, value):
-    """`value` as read from the database -> the field's Python value (Django's converters)."""
+def _convert(field, alias: str, value, db=None):
+    """`value` as read from the database -> the field's Python value (Django's converters).
+    db: the connection's wrapper (`_db()`), when the caller already holds it."""
     if value is None:
         return None
-    key = (field.model._meta.label, field.name, alias, connection.vendor)
+    db = db or _db()
+    key = (field, alias, db.vendor)  # a Field hashes by its model and creation order
     found = _CONVERTERS.get(key)
     if found is None:
         col = field.get_col(alias)
-        found = _CONVERTERS[key] = (col, connection.ops.get_db_converters(col) + field.get_db_converters(connection))
+        found = _CONVERTERS[key] = (col, db.ops.get_db_converters(col) + field.get_db_converters(db))
     col, converters = found
     for converter in converters:
-        value = converter(value, col, connection)
+        value = converter(value, col, db)
     return value
 
 
@@ -439,6 +450,7 @@ def _field(meta, name: str):
 
 def _conditions(meta, where: dict, shape: list, params: list) -> None:
     """Append the (column, lookup, size) shape and the database values of `where` (select_rows)."""
+    db = _db()
     for name, value in where.items():
         field_name, _, lookup = name.partition("__")
         lookup = lookup or "exact"
@@ -446,12 +458,12 @@ def _conditions(meta, where: dict, shape: list, params: list) -> None:
         if lookup == "in":
             values = list(value)
             shape.append((field.column, "in", len(values)))  # empty: the statement matches nothing
-            params += [field.get_db_prep_value(v, connection) for v in values]
+            params += [field.get_db_prep_value(v, db) for v in values]
         elif lookup == "isnull" or (lookup == "exact" and value is None):
             shape.append((field.column, "isnull", bool(value) if lookup == "isnull" else True))
         elif lookup in _LOOKUPS or lookup == "ne":
             shape.append((field.column, lookup, 0))
-            params.append(field.get_db_prep_value(value, connection))
+            params.append(field.get_db_prep_value(value, db))
         else:
             raise ValueError(f"unsupported lookup {lookup!r}")
 
@@ -515,8 +527,9 @@ def _test(base: str, column, lookup: str, size) -> str:
 
 def _from_row(model, alias: str, values, fields=None) -> object:
     fields = fields or model._meta.concrete_fields
-    converted = [_convert(field, alias, value) for field, value in zip(fields, values)]
-    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+    db = _db()
+    converted = [_convert(field, alias, value, db) for field, value in zip(fields, values)]
+    return model.from_db(db.alias, [f.attname for f in fields], converted)
 
 
 def _instance(plan, row):
