@@ -170,7 +170,9 @@ class _Step:
     - any other exception (a refusal raised to the caller, a tool error propagated by
       TOOLS_PROPAGATE_EXCEPTIONS, a database error a savepoint contained) keeps what the step
       wrote (the audit rows of the refusal or failure) and then re-raises, as the earlier
-      per-statement commits did; the caller then ends the run in a step of its own.
+      per-statement commits did; the caller then ends the run in a step of its own;
+    - a commit hook (`transaction.on_commit`, e.g. a tool's) that raises after the COMMIT leaves
+      the step committed: its events are told, the run keeps its new lease, the error propagates.
     A step inside a step is part of the outer one.
     """
 
@@ -185,9 +187,16 @@ class _Step:
         self.seq = self.recorder.seq
         self.atomic = transaction.atomic()
         self.atomic.__enter__()
+        # The first commit hook of the step: it runs only once the COMMIT succeeded, so a hook a
+        # tool registered after it that raises is not mistaken for a failed commit (__exit__).
+        self.committed = False
+        transaction.on_commit(self._mark_committed)
         self.recorder.hold()
         self.recorder.run._deferred = _Deferred()
         return self
+
+    def _mark_committed(self) -> None:
+        self.committed = True
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         if not self.outer:
@@ -210,6 +219,9 @@ class _Step:
         try:
             self.atomic.__exit__(None, None, None)  # commits
         except BaseException:
+            if self.committed:  # committed; a commit hook registered later (a tool's) raised
+                self.recorder.tell()
+                raise
             self._drop(run, deferred)
             self.recorder.drop_held(self.seq)
             raise

@@ -120,3 +120,38 @@ def test_a_consumption_whose_writes_fail_ends_the_run_once_and_is_not_retried(re
     assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CANCELLED
     assert again is None and bodies == [ORDER]
     assert outcome.run.pk not in runs_needing_push()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_hook_that_raises_after_the_step_committed_is_not_taken_for_a_failed_commit(requester,
+                                                                                             monkeypatch):
+    from django.db import transaction
+
+    from approvals.models import ConfirmationRequest
+    from tools.catalog import services as catalog
+    from tools.catalog.models import Cancellation
+
+    # given: a confirmed call whose tool registers a commit hook that raises
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+    [pending] = outcome.pending
+    with resume_not_enqueued():
+        approvals.confirmation_confirm(token=pending.token, user=requester)
+    real_cancel = catalog.order_cancel
+
+    def with_a_failing_hook(**kwargs):
+        transaction.on_commit(lambda: 1 / 0)
+        return real_cancel(**kwargs)
+
+    monkeypatch.setattr(catalog, "order_cancel", with_a_failing_hook)
+
+    # when: the run resumes; its consumption step commits, then the tool's hook raises
+    with pytest.raises(ZeroDivisionError):
+        loop.run_resume(run_id=outcome.run.pk)
+
+    # then: the step's commit stands and the loop, still holding the run, ends it at once with
+    # the error's code (before, it took its own commit for a rollback, lost the run's lease and
+    # left it RUNNING for recovery)
+    run = Run.objects.get(pk=outcome.run.pk)
+    assert (run.status, run.error_code) == (Run.Status.FAILED, "SYSTEM_ERROR")
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONSUMED
+    assert Cancellation.objects.filter(order__order_id=ORDER).count() == 1
