@@ -358,7 +358,7 @@ def _convert(field, alias: str, value, db=None):
     if value is None:
         return None
     db = db or _db()
-    key = (field, alias, db.vendor)  # a Field hashes by its model and creation order
+    key = (field, alias, db.vendor)  # Fields compare equal only within one model (creation order + model)
     found = _CONVERTERS.get(key)
     if found is None:
         col = field.get_col(alias)

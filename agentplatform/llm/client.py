@@ -243,6 +243,7 @@ def _retry_delay(exc: BaseException, attempt: int) -> float | None:
 # -- one call under a deadline ----------------------------------------------------------------------
 
 _END = object()
+_ABANDONED = object()  # what `_create` returns when the caller gave up during a retry wait
 
 
 class _Exchange(threading.Thread):
@@ -263,10 +264,10 @@ class _Exchange(threading.Thread):
     def run(self) -> None:
         try:
             response = self._create()
-            if response is None:
+            if response is _ABANDONED:
                 return
             if not self.stream:
-                self.items.put(response)
+                self.items.put(response)  # a JSON `null` body too: the caller answers MODEL_UNAVAILABLE
             else:
                 with response:
                     for chunk in response:
@@ -303,8 +304,8 @@ class _Exchange(threading.Thread):
                     raise error from None
                 logger.info("model call attempt %d failed (%s); retrying in %.2fs", attempt + 1, error.code, delay)
                 if self.abandoned.wait(delay):
-                    return None
-        return None
+                    return _ABANDONED
+        return _ABANDONED
 
 
 def _items(exchange: _Exchange, deadline: float, seconds: float) -> Iterator[Any]:
@@ -337,6 +338,21 @@ def _members(value: Any, name: str) -> list:
     """`value[name]` when it is a JSON array, else []."""
     found = _member(value, name)
     return found if isinstance(found, list) else []
+
+
+def _call_index(value: Any) -> int | None:
+    """A tool-call fragment's `index` as an int (a digit string or an integral number, as some
+    servers send it), or None when it is missing or unusable (the fragment then continues the last
+    call, see `_assemble_stream`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None,
@@ -377,7 +393,7 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
                     function = fragment.get("function")
                     function = function if isinstance(function, dict) else None
                     name = function.get("name") if function is not None else None
-                    index = fragment.get("index")
+                    index = _call_index(fragment.get("index"))
                     if index is None:
                         last = max(calls, default=-1)
                         starts_new = last < 0 or (name and calls[last].name
@@ -471,8 +487,8 @@ def complete(
     items = _items(exchange, deadline, seconds)
     try:
         if not stream:
-            completion = next(items, None)
-            if completion is None:
+            completion = next(items, _END)
+            if completion is _END or completion is None:
                 raise ModelUnavailable("the model endpoint sent no answer")
             return _from_completion(completion, on_text, taken)
         return _assemble_stream(items, on_text, taken)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import openai
 import pytest
@@ -268,3 +269,32 @@ def test_a_whole_answer_sent_as_text_is_read_and_one_that_is_not_json_is_model_u
         with pytest.raises(ModelUnavailable, match="no choices"):
             complete(messages=MESSAGES, tools=TOOLS, stream=False,
                      client=_client_answering("application/json", shapeless))
+
+
+def test_tool_call_indexes_sent_as_strings_or_numbers_are_joined_as_integers():
+    def call(index, **delta):
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, **delta}]}}]}
+
+    stream = _sse(
+        call("0", id="call_a", function={"name": "query_inventory", "arguments": '{"sku":'}),
+        call(None, function={"arguments": '"SKU-1"}'}),                       # continues call 0
+        call(1, id="call_b", function={"name": "query_inventory", "arguments": '{"sku":"SKU-2"}'}),
+        call("10", id="call_c", function={"name": "query_inventory", "arguments": '{"sku":"SKU-3"}'}),
+        call(2.0, id="call_d", function={"name": "query_inventory", "arguments": '{"sku":"SKU-4"}'}),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    )
+
+    turn = complete(messages=MESSAGES, tools=TOOLS, stream=True,
+                    client=_client_answering("text/event-stream", stream))
+
+    assert [(c.id, json.loads(c.arguments)["sku"]) for c in turn.tool_calls] == [
+        ("call_a", "SKU-1"), ("call_b", "SKU-2"), ("call_d", "SKU-4"), ("call_c", "SKU-3")]  # 0, 1, 2, 10
+
+
+def test_a_whole_answer_that_is_json_null_is_model_unavailable_at_once(settings):
+    settings.LLM_DEADLINE_SECONDS = 30
+
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="no answer"):
+        complete(messages=MESSAGES, tools=TOOLS, stream=False, client=_client_answering("application/json", b"null"))
+    assert time.monotonic() - started < 5  # not the deadline
