@@ -341,9 +341,9 @@ def _members(value: Any, name: str) -> list:
 
 
 def _call_index(value: Any) -> int | None:
-    """A tool-call fragment's `index` as an int (a digit string or an integral number, as some
-    servers send it), or None when it is missing or unusable (the fragment then continues the last
-    call, see `_assemble_stream`)."""
+    """A tool-call fragment's (or a choice's) `index` as an int (a digit string or an integral
+    number, as some servers send it), or None when it is missing or unusable (a fragment then
+    continues the last call, see `_assemble_stream`)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -374,8 +374,10 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
     for chunk in chunks:
         # Usage-only chunks and Azure's prompt-filter chunk have no choices.
         for choice in _members(chunk, "choices"):
-            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
+            if not isinstance(choice, dict):
                 continue
+            if choice.get("index") is not None and _call_index(choice["index"]) != 0:
+                continue  # another choice than the first (n > 1); an index of "0" is the first too
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 thought = delta.get("reasoning_content")

@@ -271,9 +271,9 @@ def test_a_whole_answer_sent_as_text_is_read_and_one_that_is_not_json_is_model_u
                      client=_client_answering("application/json", shapeless))
 
 
-def test_tool_call_indexes_sent_as_strings_or_numbers_are_joined_as_integers():
+def test_tool_call_and_choice_indexes_sent_as_strings_or_numbers_are_read_as_integers():
     def call(index, **delta):
-        return {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, **delta}]}}]}
+        return {"choices": [{"index": "0", "delta": {"tool_calls": [{"index": index, **delta}]}}]}
 
     stream = _sse(
         call("0", id="call_a", function={"name": "query_inventory", "arguments": '{"sku":'}),
@@ -281,7 +281,8 @@ def test_tool_call_indexes_sent_as_strings_or_numbers_are_joined_as_integers():
         call(1, id="call_b", function={"name": "query_inventory", "arguments": '{"sku":"SKU-2"}'}),
         call("10", id="call_c", function={"name": "query_inventory", "arguments": '{"sku":"SKU-3"}'}),
         call(2.0, id="call_d", function={"name": "query_inventory", "arguments": '{"sku":"SKU-4"}'}),
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [{"index": 1, "delta": {"content": "a second choice (n > 1) is not read"}}]},
+        {"choices": [{"index": 0.0, "delta": {}, "finish_reason": "tool_calls"}]},
     )
 
     turn = complete(messages=MESSAGES, tools=TOOLS, stream=True,
@@ -289,6 +290,7 @@ def test_tool_call_indexes_sent_as_strings_or_numbers_are_joined_as_integers():
 
     assert [(c.id, json.loads(c.arguments)["sku"]) for c in turn.tool_calls] == [
         ("call_a", "SKU-1"), ("call_b", "SKU-2"), ("call_d", "SKU-4"), ("call_c", "SKU-3")]  # 0, 1, 2, 10
+    assert turn.content == "" and turn.finish_reason == "tool_calls"
 
 
 def test_a_whole_answer_that_is_json_null_is_model_unavailable_at_once(settings):
