@@ -20,6 +20,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+
 def _db():
     """The default connection's wrapper itself. `django.db.connection` is a proxy that looks the
     wrapper up (a thread-local read) on every attribute access; the per-value conversions below

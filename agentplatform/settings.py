@@ -392,9 +392,6 @@ AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
     "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
 )
 AGENT_RUN_LEASE_SECONDS = env_int("AGENT_RUN_LEASE_SECONDS", 300)
-# A run waiting although every decision was made this long ago lost its resume message: the
-# recovery sweep pushes it.
-AGENT_RESUME_GRACE_SECONDS = env_int("AGENT_RESUME_GRACE_SECONDS", 60)
 # Model calls per tenant and UTC day (0 = no limit); a tenant's own quota is set in the admin
 # (Runtime > Tenant model quotas). Past it a run fails with MODEL_QUOTA_EXCEEDED (HTTP 429).
 TENANT_MODEL_CALLS_PER_DAY = env_int("TENANT_MODEL_CALLS_PER_DAY", 5000)

@@ -11,8 +11,8 @@ What can be left behind, and what happens to it:
   sure nothing runs twice), or fails it with RUN_LEASE_EXPIRED;
 - a Run parked after a model outage (RUNNING, no lease) for longer than a lease: its retry
   message was lost; `loop.run_resume` continues it;
-- a Run AWAITING_CONFIRMATION whose every request was decided more than AGENT_RESUME_GRACE_SECONDS
-  ago: the resume message enqueued on commit was lost (broker down at that moment); `run_resume`.
+- a Run AWAITING_CONFIRMATION whose every request was decided more than RESUME_GRACE_SECONDS ago:
+  the resume message enqueued on commit was lost (broker down at that moment); `run_resume`.
 
 Local business changes commit with their idempotency record and their confirmation's consume in
 one transaction (tools/idempotency.py), so a worker killed mid-execution leaves nothing half done:
@@ -33,6 +33,11 @@ from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tools.recovery import idempotency_records_recover
 
+# A decision's own resume normally starts within milliseconds; only after this long is a waiting
+# run with every decision made treated as having lost its resume message.
+RESUME_GRACE_SECONDS = 60
+
+
 @dataclass(frozen=True)
 class StuckWork:
     """What one sweep found. idempotency_record_ids: marked OUTCOME_UNKNOWN by this sweep.
@@ -49,15 +54,13 @@ def runs_needing_push(*, now: datetime.datetime | None = None, limit: int = 200)
     lease = datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
     Status = ConfirmationRequest.Status
     still_open = ConfirmationRequest.objects.filter(run_id=OuterRef("pk"), status=Status.PENDING, expires_at__gt=now)
-    # A decision's own resume normally starts within milliseconds; only after the grace is a
-    # waiting run with every decision made treated as having lost its resume.
-    grace = datetime.timedelta(seconds=settings.AGENT_RESUME_GRACE_SECONDS)
-    decided_recently = ConfirmationRequest.objects.filter(run_id=OuterRef("pk"), decided_at__gt=now - grace)
+    decided_recently = ConfirmationRequest.objects.filter(
+        run_id=OuterRef("pk"), decided_at__gt=now - datetime.timedelta(seconds=RESUME_GRACE_SECONDS))
     stuck = Run.objects.filter(
         Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
         | Q(status=Run.Status.RUNNING, lease_expires_at__isnull=True, updated_at__lt=now - lease)
         | Q(Q(status=Run.Status.AWAITING_CONFIRMATION) & ~Exists(still_open) & ~Exists(decided_recently)
-            & Q(updated_at__lt=now - grace))
+            & Q(updated_at__lt=now - datetime.timedelta(seconds=RESUME_GRACE_SECONDS)))
     )
     return list(stuck.order_by("updated_at").values_list("pk", flat=True)[:limit])
 
