@@ -494,6 +494,18 @@ def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str) -> bo
     return True
 
 
+def confirmation_spend_failed(*, request_id: uuid.UUID, code: str) -> bool:
+    """End a CONFIRMED request whose execution was attempted and raised, after the consuming
+    transaction rolled back: CONSUMED (the decision was spent on that attempt) with `outcome_code`
+    = code, so people see FAILED (code), never a request still waiting to run on a finished run
+    (docs/decisions.md). The call's own audit row (FAILED, with this confirmation) records it.
+    One UPDATE. Returns False when the request was no longer CONFIRMED."""
+    now = clock.now()
+    return update_row(ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now,
+                                                         "outcome_code": code[:64]},
+                      where={"status": Status.CONFIRMED}) == 1
+
+
 def confirmation_record_outcome(*, request_id: uuid.UUID, code: str) -> None:
     """Store what happened when a request was consumed (OK, a business failure code,
     IDEMPOTENT_HIT). Call inside the consuming transaction; one UPDATE."""

@@ -513,12 +513,18 @@ class ToolCallingManager:
             # tool declares none, so a confirmed call is attempted at most once (docs/remote_tools.md).
             refusal = spec.remote.refusal()
             if refusal is not None:
-                audit.confirmation_id = confirmation_id
-                return CallOutcome(call, audit.stop("REFUSED", refusal))
+                # Nothing is sent and nothing runs; the run moves on past this call, so its
+                # confirmation could never be used again: it ends REFUSED with the code (never
+                # left CONFIRMED on a finished run; docs/decisions.md).
+                return CallOutcome(call, self._refuse(confirmation_id, audit, refusal, decision="REFUSED"))
             key = key or _remote_key(ctx, call, spec, confirmation_id)
             audit.idempotency_key = key
 
+        attempted = False  # the tool's body was entered (in any attempt): a decision spent on it
+
         def action() -> tuple[ToolResult, str]:
+            nonlocal attempted
+            attempted = True
             if spec.remote is not None:
                 result = spec.remote.execute(ctx, params.model_dump(mode="json"), key=key)
                 return (ToolResult.ok(limit_result(result.data)) if result.success else result), ""
@@ -585,15 +591,39 @@ class ToolCallingManager:
             earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) if key else None
             if earlier is not None:
                 return self._finish(spec, call, earlier, audit)
+            # A binding that does not match (another user, tenant, conversation, tool or arguments)
+            # does not burn the request: its own run may still consume it (tests/approvals/test_binding.py).
             return CallOutcome(call, audit.stop("DENIED", ToolResult.failure("CONFIRMATION_INVALID", error.message)))
         except Exception as error:  # DESIGN step 9
             if _propagates(error):
-                audit.write("FAILED", ToolResult.failure(getattr(error, "code", "SYSTEM_ERROR"), type(error).__name__))
+                code = getattr(error, "code", "SYSTEM_ERROR")
+                if not isinstance(error, (DatabaseError, FenceLost)):
+                    # Not for a lost run or an aborted transaction: the step rolls back and the
+                    # run's next holder consumes the confirmation itself.
+                    self._spend_on_failure(confirmation_id, attempted, code, type(error).__name__)
+                audit.write("FAILED", ToolResult.failure(code, type(error).__name__))
                 raise
             logger.exception("tool %s failed", spec.name)
+            self._spend_on_failure(confirmation_id, attempted, "TOOL_EXECUTION_FAILED", type(error).__name__)
             return CallOutcome(call, audit.stop("FAILED", ToolResult.failure(
                 "TOOL_EXECUTION_FAILED", f"the tool failed ({type(error).__name__}); try again later",
                 retryable=True, terminal=False)))
+
+    @staticmethod
+    def _spend_on_failure(confirmation_id, attempted: bool, code: str, error_name: str) -> None:
+        """Close the confirmation of a call whose attempt raised (the consumption rolled back with
+        it, leaving the request CONFIRMED): the run answers the call with the failure and moves on,
+        so nothing could ever consume the request again, and it must not stay CONFIRMED ("approved,
+        waiting to run") on a finished run (docs/decisions.md). Entered the tool: CONSUMED with the
+        code (the decision was spent on an attempt that failed; approvers see FAILED (code)); failed
+        before the tool was entered: REFUSED with the code (nothing ran). No-op without one."""
+        if confirmation_id is None:
+            return
+        if attempted:
+            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code)
+        else:
+            approvals.confirmation_refuse(request_id=confirmation_id, code=code,
+                                          message=f"the call failed before the tool ran ({error_name})")
 
     def _finish(self, spec: ToolSpec, call: ToolCall, outcome: Outcome, audit) -> CallOutcome:
         decision = {"EXECUTED": "EXECUTED" if outcome.result.success else "FAILED",

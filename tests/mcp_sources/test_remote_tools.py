@@ -305,3 +305,31 @@ def test_oauth_client_credentials_token_is_cached_and_never_logged(db, http_serv
     for secret in ("at-SECRET-9911", "cs-SECRET-5150"):
         assert secret not in caplog.text
         assert not AuditEvent.objects.filter(masked_arguments__icontains=secret).exists()
+
+
+def test_a_confirmed_call_to_a_server_disabled_meanwhile_is_refused_not_left_confirmed(
+        db, request, requester, operator, executions):
+    # given: a reviewed remote tool whose call the requester confirmed
+    from mcp_sources.models import McpServer
+
+    server = _server("stdio", request)
+    server_discover(server_id=server.pk)
+    ticket = Tool.objects.get(name=TICKET)
+    _enable_for(requester, TICKET)
+    tool_review(mcp_tool_id=McpTool.objects.get(tool=ticket).pk, reviewer=operator)
+    conversation = conversation_create(user=requester)
+    message = assistant(("call_1", TICKET, TICKET_ARGS))
+    pending = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending[0]
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+
+    # when: the server is disabled before the confirmed call goes out
+    McpServer.objects.filter(pk=server.pk).update(enabled=False)
+    ctx = tool_context(requester, conversation.pk, confirmations={"call_1": pending.confirmation_id})
+    result = ToolCallingManager().execute_tool_calls(ctx, message).outcomes[0].result
+
+    # then: nothing is sent, and the decision ends REFUSED with the code (the run moves on past
+    # this call, so it could never be used again; it must not read "approved, waiting to run")
+    assert (result.success, result.code) == (False, "TOOL_UNAVAILABLE") and _lines(executions) == []
+    request_row = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert (request_row.status, request_row.outcome_code) == ("REFUSED", "TOOL_UNAVAILABLE")
+    assert [r.decision for r in audit_rows(tool_name=TICKET)][-1] == "REFUSED"

@@ -1,0 +1,145 @@
+"""A confirmed call whose execution raises, or that cannot go out, never leaves its confirmation
+CONFIRMED ("approved, waiting to run") on a finished run (docs/decisions.md, "Terminal states"):
+the human's decision is reported as what happened to it. The attempt's writes are rolled back and
+a replayed consumption runs nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from agentplatform.runtime import services
+from agentplatform.runtime.models import Run
+from approvals.models import ConfirmationRequest
+from approvals.selectors import outcome_of
+from tests.tools.support import ORDER, audit_rows, install_tool, model, tool_context  # noqa: F401 - fixtures
+from tools.catalog.models import Order
+from tools.context import ToolContext
+from tools.manager import ToolCallingManager
+from tools.registry import ToolSpec
+
+entered: list[str] = []
+
+
+class Ledger(Exception):
+    """A tool's own infrastructure error, configured to propagate in one case."""
+
+
+class Attempt(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order_id: str
+    mode: str
+
+
+def _write_then_fail(ctx: ToolContext, params: Attempt) -> dict[str, Any]:
+    entered.append(params.mode)
+    Order.objects.filter(tenant_id=ctx.tenant_id, order_id=params.order_id).update(status=Order.Status.CANCELLED)
+    if params.mode == "crash":
+        raise RuntimeError("unexpected None in the ledger client")
+    if params.mode == "ledger":
+        raise Ledger("ledger at 10.0.0.7 refused the connection")
+    if params.mode == "value":
+        raise ValueError("bad ledger row")
+    return {"order_id": params.order_id}
+
+
+def _precheck_crashes(ctx: ToolContext, params: Attempt) -> None:
+    if params.mode == "precheck" and ctx.confirmations:
+        raise KeyError("the precheck's lookup table is gone")
+
+
+RISKY = ToolSpec(name="test_risky_write", description="Writes, then fails (test tool).", parameters=Attempt,
+                 execute=_write_then_fail, precheck=_precheck_crashes, risk="HIGH")
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    entered.clear()
+
+
+def _confirm_and_resume(requester, model, mode: str):
+    """Start a run whose model calls the HIGH tool, confirm it with the token: the outcome."""
+    model.calls(("call_r", RISKY.name, {"order_id": ORDER, "mode": mode}))
+    model.says("The attempt is over.")
+    first = services.chat_send(user=requester, message="cancel it")
+    [pending] = first.pending
+    assert pending.token and not entered  # nothing ran before the decision
+    return first, pending, lambda: services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                                                      confirmation_token=pending.token)
+
+
+def _no_open_request(run_id) -> None:
+    left = ConfirmationRequest.objects.filter(run_id=run_id, status__in=(ConfirmationRequest.Status.PENDING,
+                                                                         ConfirmationRequest.Status.CONFIRMED))
+    assert not left.exists(), [(r.pk, r.status) for r in left]
+
+
+@pytest.mark.parametrize("mode", ["crash", "value"])
+def test_a_confirmed_call_that_crashes_spends_its_confirmation_as_failed(requester, model, install_tool, mode):
+    install_tool(RISKY, users=[requester])
+    _first, pending, confirm = _confirm_and_resume(requester, model, mode)
+
+    final = confirm()
+
+    # the model is told the call failed; the run completes; the attempt's write is gone
+    assert final.run.status == Run.Status.COMPLETED
+    answer = model.tool_answers(1)["call_r"]
+    assert (answer["success"], answer["code"]) == (False, "TOOL_EXECUTION_FAILED")
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
+    # the decision is reported as spent on a failed attempt, not as still waiting to run
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CONSUMED, "TOOL_EXECUTION_FAILED")
+    assert request.consumed_at is not None
+    assert outcome_of(request)["label"] == "FAILED (TOOL_EXECUTION_FAILED)"
+    _no_open_request(final.run.pk)
+    [row] = audit_rows(tool_call_id="call_r", decision="FAILED")
+    assert row.confirmation_id == request.pk and row.status == "TOOL_EXECUTION_FAILED"
+    assert entered == [mode]
+
+    # and: consuming the same confirmation again runs nothing (it is spent)
+    ctx = tool_context(requester, final.run.conversation_id, confirmations={"call_r": pending.confirmation_id})
+    again = ToolCallingManager().execute_tool_calls(ctx, {"role": "assistant", "tool_calls": [{
+        "id": "call_r", "type": "function",
+        "function": {"name": RISKY.name, "arguments": f'{{"order_id": "{ORDER}", "mode": "{mode}"}}'}}]})
+    assert (again.outcomes[0].result.success, again.outcomes[0].result.code) == (False, "CONFIRMATION_INVALID")
+    assert entered == [mode]
+
+
+def test_a_confirmed_call_whose_precheck_crashes_is_refused_not_consumed(requester, model, install_tool):
+    install_tool(RISKY, users=[requester])
+    _first, pending, confirm = _confirm_and_resume(requester, model, "precheck")
+
+    final = confirm()
+
+    assert final.run.status == Run.Status.COMPLETED and entered == []
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    # the tool was never entered: nothing ran, so the request is REFUSED (not CONSUMED) with the code
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.REFUSED, "TOOL_EXECUTION_FAILED")
+    assert outcome_of(request)["label"] == "REFUSED (TOOL_EXECUTION_FAILED)"
+    _no_open_request(final.run.pk)
+
+
+@pytest.mark.parametrize(("mode", "error", "propagate", "code"), [
+    ("ledger", Ledger, [f"{__name__}.Ledger"], "SYSTEM_ERROR"),
+    ("crash", RuntimeError, ["builtins.RuntimeError"], "SYSTEM_ERROR"),
+])
+def test_a_confirmed_call_whose_error_reaches_the_caller_is_spent_too(requester, model, install_tool, settings,
+                                                                      mode, error, propagate, code):
+    settings.TOOLS_PROPAGATE_EXCEPTIONS = propagate
+    install_tool(RISKY, users=[requester])
+    _first, pending, confirm = _confirm_and_resume(requester, model, mode)
+
+    # the confirm's own answer is the run as it stands (the decision committed; the resume failed)
+    outcome = confirm()
+
+    run = Run.objects.get(pk=outcome.run.pk)
+    assert run.status == Run.Status.FAILED
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    # not CANCELLED/RUN_ENDED ("ended while it waited"): it ran and failed
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CONSUMED, code)
+    assert outcome_of(request)["outcome"] == "FAILED"
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
+    _no_open_request(run.pk)
+    assert entered == [mode]
