@@ -28,6 +28,20 @@ def _db():
     return connections[DEFAULT_DB_ALIAS]
 
 
+def transaction_usable() -> bool:
+    """False when the current transaction can only be rolled back: Django marked it, or
+    PostgreSQL aborted it (a failed statement outside a savepoint). A database error that a nested
+    `atomic` contained (its savepoint rolled back) leaves it usable; so does autocommit."""
+    db = _db()
+    if db.needs_rollback:
+        return False
+    if db.vendor == "postgresql" and db.connection is not None:
+        from psycopg import pq
+
+        return db.connection.info.transaction_status != pq.TransactionStatus.INERROR
+    return True
+
+
 # SQLSTATE codes of psycopg.errors.SerializationFailure and psycopg.errors.DeadlockDetected.
 RETRYABLE_SQLSTATES = {"40001": "serialization failure", "40P01": "deadlock detected"}
 

@@ -480,12 +480,30 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
 
 
 @transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
-def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str) -> bool:
+def _binding_where(*, tenant_id: int, user_id: int, conversation_id: uuid.UUID, tool_name: str,
+                   arguments_hash: str = "") -> dict[str, Any]:
+    """The conditions that match a request only from the call it is bound to (DESIGN section 8):
+    the tenant, the requester, the conversation, the tool and, once known, the arguments hash."""
+    where = {"tenant_id": tenant_id, "user_id": user_id, "conversation_id": conversation_id, "tool_name": tool_name}
+    if arguments_hash:
+        where["arguments_hash"] = arguments_hash
+    return where
+
+
+def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str, tenant_id: int, user_id: int,
+                        conversation_id: uuid.UUID, tool_name: str, arguments_hash: str = "") -> bool:
     """End a CONFIRMED request that could not be consumed (REFUSED, `outcome_code` = code), after
-    the consuming transaction rolled back. Audited as REFUSED. Returns False when the request was
-    no longer CONFIRMED."""
+    the consuming transaction rolled back. Audited as REFUSED.
+
+    tenant_id / user_id / conversation_id / tool_name / arguments_hash ("" while unknown): the
+    binding of the call that carried it; a call with another binding never ends it (a consumer
+    that is not the request's own is refused without burning the human's decision; docs/decisions.md).
+    Returns False when no CONFIRMED request with that id and binding exists.
+    """
     now = clock.now()
-    changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED).update(
+    binding = _binding_where(tenant_id=tenant_id, user_id=user_id, conversation_id=conversation_id,
+                             tool_name=tool_name, arguments_hash=arguments_hash)
+    changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED, **binding).update(
         status=Status.REFUSED, outcome_code=code[:64], decision_reason=message[:500], decided_at=now)
     if changed != 1:
         return False
@@ -494,16 +512,20 @@ def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str) -> bo
     return True
 
 
-def confirmation_spend_failed(*, request_id: uuid.UUID, code: str) -> bool:
+def confirmation_spend_failed(*, request_id: uuid.UUID, code: str, tenant_id: int, user_id: int,
+                              conversation_id: uuid.UUID, tool_name: str, arguments_hash: str = "") -> bool:
     """End a CONFIRMED request whose execution was attempted and raised, after the consuming
     transaction rolled back: CONSUMED (the decision was spent on that attempt) with `outcome_code`
     = code, so people see FAILED (code), never a request still waiting to run on a finished run
     (docs/decisions.md). The call's own audit row (FAILED, with this confirmation) records it.
-    One UPDATE. Returns False when the request was no longer CONFIRMED."""
+    The binding arguments are as for `confirmation_refuse`. One UPDATE. Returns False when no
+    CONFIRMED request with that id and binding exists."""
     now = clock.now()
+    binding = _binding_where(tenant_id=tenant_id, user_id=user_id, conversation_id=conversation_id,
+                             tool_name=tool_name, arguments_hash=arguments_hash)
     return update_row(ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now,
                                                          "outcome_code": code[:64]},
-                      where={"status": Status.CONFIRMED}) == 1
+                      where={"status": Status.CONFIRMED, **binding}) == 1
 
 
 def confirmation_record_outcome(*, request_id: uuid.UUID, code: str) -> None:

@@ -17,7 +17,7 @@ from django.utils.module_loading import import_string
 from pydantic import ValidationError
 
 from agentplatform import correlation
-from agentplatform.db import retry_on_serialization_failure
+from agentplatform.db import retry_on_serialization_failure, transaction_usable
 from agentplatform.errors import PermissionDenied
 from agentplatform.text import unstorable_reason
 from approvals import services as approvals
@@ -328,7 +328,7 @@ class ToolCallingManager:
             policy = effective_policy(spec, row)
             audit.policy = policy.policy
             if policy.policy == ApprovalPolicy.DENY:
-                raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(
+                raise _Stop(self._refuse(ctx, confirmation_id, audit, ToolResult.failure(
                     "POLICY_DENIED", "the tool policy denies this call")))
             key = spec.idempotency_key(ctx, params) if spec.idempotency_key else None
             audit.idempotency_key = key or ""
@@ -361,23 +361,47 @@ class ToolCallingManager:
         audit.write("IDEMPOTENT_HIT", first.result)
         return CallOutcome(call, first.result, return_direct=first.return_direct)
 
-    def _refuse(self, confirmation_id, audit, result: ToolResult, *, decision: str = "DENIED") -> ToolResult:
+    def _refuse(self, ctx: ToolContext, confirmation_id, audit, result: ToolResult, *,
+                decision: str = "DENIED") -> ToolResult:
         """A call that carried a confirmation is refused at consume time: the request ends REFUSED
         with the code, and the refusal is audited (after any rollback). A request that was no
         longer CONFIRMED because it already ran (a recovery after the worker died past its commit)
-        is answered with what ran, never with a refusal (it would tell the model nothing was done)."""
+        is answered with what ran, never with a refusal (it would tell the model nothing was done).
+
+        Only the request bound to this call (tenant, requester, conversation, tool, arguments) is
+        ended: a consumer with another binding is refused without burning it. The run's row is
+        locked first (`_hold_run`), in the order run_cancel and a consumption take run and request;
+        on a run this process lost the request is left to the run's new holder or its cancel."""
         if confirmation_id is not None:
             audit.confirmation_id = confirmation_id
-            if not approvals.confirmation_refuse(request_id=confirmation_id, code=result.code, message=result.message):
-                ran = self._what_ran(confirmation_id, audit)
-                if ran is not None:
-                    return ran
+            if self._hold_run(ctx):
+                if not approvals.confirmation_refuse(request_id=confirmation_id, code=result.code,
+                                                     message=result.message, **_binding(ctx, audit)):
+                    ran = self._what_ran(ctx, confirmation_id, audit)
+                    if ran is not None:
+                        return ran
         return audit.stop(decision, result)
 
-    def _what_ran(self, confirmation_id, audit) -> ToolResult | None:
+    @staticmethod
+    def _hold_run(ctx: ToolContext) -> bool:
+        """Lock the run's row through the context's fence before a request of it is changed (run,
+        then request: the order of run_cancel and of a consumption, so none of them deadlock).
+        False when this process no longer holds the run (the step will roll back); True without a
+        fence (a call outside a run)."""
+        if ctx.fence is None:
+            return True
+        try:
+            ctx.fence()
+        except FenceLost:
+            return False
+        return True
+
+    def _what_ran(self, ctx: ToolContext, confirmation_id, audit) -> ToolResult | None:
         """The stored result of a CONSUMED request's execution (from its idempotency record, or
-        its outcome code for keyless tools); None when it did not run."""
-        request = ConfirmationRequest.objects.filter(pk=confirmation_id).first()
+        its outcome code for keyless tools); None when it did not run, or when the request is not
+        this call's tenant's, requester's and conversation's (nothing of another's is told)."""
+        request = ConfirmationRequest.objects.filter(pk=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
+                                                     conversation_id=ctx.conversation_id).first()
         if request is None or request.status != ConfirmationRequest.Status.CONSUMED:
             return None
         earlier = idempotency_peek(tenant_id=request.tenant_id, key=request.idempotency_key,
@@ -398,7 +422,7 @@ class ToolCallingManager:
         if confirmation_id is not None:
             # Decided earlier, no longer offered now: say why, distinct from a tool that never existed.
             code, message = tool_unavailable_reason(name=call.name, user=ctx.user, tenant_id=ctx.tenant_id)
-            raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(code, message),
+            raise _Stop(self._refuse(ctx, confirmation_id, audit, ToolResult.failure(code, message),
                                      decision="NOT_FOUND" if code == "TOOL_NOT_FOUND" else "DENIED"))
         if call.name and tool_available_to_tenant(name=call.name, tenant_id=ctx.tenant_id):
             # Enabled for the requester's tenant: name what they lack (their own grants only).
@@ -450,7 +474,7 @@ class ToolCallingManager:
     def _authorize(self, ctx: ToolContext, spec: ToolSpec, audit, confirmation_id=None) -> None:
         if spec.permission and not ctx.user.has_perm(spec.permission):
             if confirmation_id is not None:
-                raise _Stop(self._refuse(confirmation_id, audit, ToolResult.failure(
+                raise _Stop(self._refuse(ctx, confirmation_id, audit, ToolResult.failure(
                     "PERMISSION_DENIED", f"the requester no longer holds {spec.permission}")))
             message = (f"you may not use the tool {spec.name}: missing the permission {spec.permission}; ask your "
                        f"tenant administrator to grant it / 您无权使用工具 {spec.name}：缺少权限 {spec.permission}，"
@@ -516,7 +540,7 @@ class ToolCallingManager:
                 # Nothing is sent and nothing runs; the run moves on past this call, so its
                 # confirmation could never be used again: it ends REFUSED with the code (never
                 # left CONFIRMED on a finished run; docs/decisions.md).
-                return CallOutcome(call, self._refuse(confirmation_id, audit, refusal, decision="REFUSED"))
+                return CallOutcome(call, self._refuse(ctx, confirmation_id, audit, refusal, decision="REFUSED"))
             key = key or _remote_key(ctx, call, spec, confirmation_id)
             audit.idempotency_key = key
 
@@ -581,7 +605,7 @@ class ToolCallingManager:
                     "CONFIRMATION_INVALID", "the confirmation was decided elsewhere meanwhile")))
             return self._pending_outcome(call, request, None, audit, reason=regated.regate.reason)
         except ConsumeRefused as refused:
-            return CallOutcome(call, self._refuse(confirmation_id, audit, ToolResult.failure(
+            return CallOutcome(call, self._refuse(ctx, confirmation_id, audit, ToolResult.failure(
                 refused.code, refused.message), decision="REFUSED"))
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
@@ -597,33 +621,38 @@ class ToolCallingManager:
         except Exception as error:  # DESIGN step 9
             if _propagates(error):
                 code = getattr(error, "code", "SYSTEM_ERROR")
-                if not isinstance(error, (DatabaseError, FenceLost)):
+                if not isinstance(error, FenceLost) and transaction_usable():
                     # Not for a lost run or an aborted transaction: the step rolls back and the
-                    # run's next holder consumes the confirmation itself.
-                    self._spend_on_failure(confirmation_id, attempted, code, type(error).__name__)
+                    # run's next holder consumes the confirmation itself. A database error the
+                    # consumption's savepoint contained leaves the step to commit: spend it.
+                    self._spend_on_failure(ctx, confirmation_id, audit, attempted, code, type(error).__name__)
                 audit.write("FAILED", ToolResult.failure(code, type(error).__name__))
                 raise
             logger.exception("tool %s failed", spec.name)
-            self._spend_on_failure(confirmation_id, attempted, "TOOL_EXECUTION_FAILED", type(error).__name__)
+            self._spend_on_failure(ctx, confirmation_id, audit, attempted, "TOOL_EXECUTION_FAILED",
+                                   type(error).__name__)
             return CallOutcome(call, audit.stop("FAILED", ToolResult.failure(
                 "TOOL_EXECUTION_FAILED", f"the tool failed ({type(error).__name__}); try again later",
                 retryable=True, terminal=False)))
 
-    @staticmethod
-    def _spend_on_failure(confirmation_id, attempted: bool, code: str, error_name: str) -> None:
+    def _spend_on_failure(self, ctx: ToolContext, confirmation_id, audit, attempted: bool, code: str,
+                          error_name: str) -> None:
         """Close the confirmation of a call whose attempt raised (the consumption rolled back with
         it, leaving the request CONFIRMED): the run answers the call with the failure and moves on,
         so nothing could ever consume the request again, and it must not stay CONFIRMED ("approved,
         waiting to run") on a finished run (docs/decisions.md). Entered the tool: CONSUMED with the
         code (the decision was spent on an attempt that failed; approvers see FAILED (code)); failed
-        before the tool was entered: REFUSED with the code (nothing ran). No-op without one."""
-        if confirmation_id is None:
+        before the tool was entered: REFUSED with the code (nothing ran). No-op without one, for a
+        request bound to another call, and on a run this process lost (`_hold_run`, which also
+        takes the run's row before the request's, as run_cancel does)."""
+        if confirmation_id is None or not self._hold_run(ctx):
             return
         if attempted:
-            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code)
+            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code, **_binding(ctx, audit))
         else:
             approvals.confirmation_refuse(request_id=confirmation_id, code=code,
-                                          message=f"the call failed before the tool ran ({error_name})")
+                                          message=f"the call failed before the tool ran ({error_name})",
+                                          **_binding(ctx, audit))
 
     def _finish(self, spec: ToolSpec, call: ToolCall, outcome: Outcome, audit) -> CallOutcome:
         decision = {"EXECUTED": "EXECUTED" if outcome.result.success else "FAILED",
@@ -631,6 +660,14 @@ class ToolCallingManager:
         audit.business_result_id = outcome.business_result_id
         audit.write(decision, outcome.result)
         return CallOutcome(call, outcome.result, return_direct=spec.return_direct)
+
+
+def _binding(ctx: ToolContext, audit: "_CallAudit") -> dict[str, Any]:
+    """The binding of the call `audit` describes, as `approvals.confirmation_refuse` takes it: a
+    request is ended only from the call it is bound to (DESIGN section 8). The arguments hash is
+    "" until the arguments were validated (a call refused before that is matched without it)."""
+    return {"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "conversation_id": ctx.conversation_id,
+            "tool_name": audit.call.name[:100], "arguments_hash": audit.hash}
 
 
 def _remote_key(ctx: ToolContext, call: ToolCall, spec: ToolSpec, confirmation_id) -> str:

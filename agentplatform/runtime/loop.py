@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from agentplatform import clock, correlation
-from agentplatform.db import Together, insert_row, select_rows, update_row
+from agentplatform.db import Together, insert_row, select_rows, transaction_usable, update_row
 from agentplatform.errors import DomainError, ModelQuotaExceeded
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
@@ -142,19 +142,6 @@ def _lease() -> datetime.datetime:
     return clock.now() + datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
 
 
-def _transaction_usable() -> bool:
-    """False when the current transaction can only be rolled back: Django marked it, or
-    PostgreSQL aborted it (a failed statement outside a savepoint). A database error that a nested
-    `atomic` contained (its savepoint rolled back) leaves it usable."""
-    if connection.needs_rollback:
-        return False
-    if connection.vendor == "postgresql" and connection.connection is not None:
-        from psycopg import pq
-
-        return connection.connection.info.transaction_status != pq.TransactionStatus.INERROR
-    return True
-
-
 class _Step:
     """One transaction per step of a run (issue 11): everything one step writes commits together,
     with one WAL flush: the assistant's turn with its confirmation requests, audit rows, events and
@@ -203,7 +190,7 @@ class _Step:
             return False
         run = self.recorder.run
         deferred, run._deferred = run._deferred, None  # the step's held writes: sent now or forgotten
-        if exc_type is not None and (issubclass(exc_type, FenceLost) or not _transaction_usable()) \
+        if exc_type is not None and (issubclass(exc_type, FenceLost) or not transaction_usable()) \
                 or connection.needs_rollback:
             self._drop(run, deferred)
             self.recorder.drop_held(self.seq)

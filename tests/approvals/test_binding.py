@@ -114,6 +114,47 @@ def test_another_tool_is_refused(requester, confirmed):
     assert not ConfirmationRequest.objects.filter(tool_name="refund_order").exists()
 
 
+# A consumer refused *before* the compare-and-set (the tool not offered to it, a grant it lacks)
+# must not burn the request either: only the request's own call ends it (tools.manager._refuse).
+
+def test_a_colleague_without_the_tools_permission_does_not_burn_the_confirmation(requester, confirmed):
+    colleague = User.objects.create(username="acme-requester2", tenant=requester.tenant)
+    for row in Tool.objects.all():
+        assign_perm("tools.use_tool", colleague, row)  # the tool's own permission (catalog.cancel_order) is missing
+
+    outcome = _consume(User.objects.get(pk=colleague.pk), confirmed.conversation_id, confirmed.request_id)
+
+    assert (outcome.result.success, outcome.result.code) == (False, "PERMISSION_DENIED")
+    assert not Cancellation.objects.exists()
+    assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONFIRMED
+    # and the request's own call still runs it
+    assert _consume(requester, confirmed.conversation_id, confirmed.request_id).result.success
+
+
+def test_a_tool_name_that_is_not_offered_does_not_burn_the_confirmation(requester, confirmed):
+    outcome = _consume(requester, confirmed.conversation_id, confirmed.request_id, name="no_such_tool")
+
+    assert outcome.result.success is False and not Cancellation.objects.exists()
+    assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONFIRMED
+
+
+def test_a_user_of_another_tenant_without_the_tool_neither_burns_it_nor_learns_its_result(requester, outsider,
+                                                                                         confirmed):
+    outsider.user_permissions.remove(*Permission.objects.filter(codename="cancel_order"))
+    outsider = User.objects.get(pk=outsider.pk)
+
+    theirs = _consume(outsider, confirmed.conversation_id, confirmed.request_id)
+    assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONFIRMED
+
+    mine = _consume(requester, confirmed.conversation_id, confirmed.request_id)
+    assert mine.result.success
+    again = _consume(outsider, confirmed.conversation_id, confirmed.request_id)
+    # a refusal, never the requester's stored result (another tenant's data)
+    for outcome in (theirs, again):
+        assert outcome.result.success is False and outcome.result.code == "PERMISSION_DENIED", outcome.result
+        assert mine.result.data["cancellation_id"] not in json.dumps(outcome.result.data)
+
+
 @pytest.mark.parametrize("changed", [{"reason": "customer changed their mind "}, {"reason": "fraud"},
                                      {"order_id": "A202607290003"}], ids=["trailing-space", "reason", "order"])
 def test_another_argument_value_is_refused(requester, confirmed, changed):

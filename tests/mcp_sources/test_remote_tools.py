@@ -333,3 +333,34 @@ def test_a_confirmed_call_to_a_server_disabled_meanwhile_is_refused_not_left_con
     request_row = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
     assert (request_row.status, request_row.outcome_code) == ("REFUSED", "TOOL_UNAVAILABLE")
     assert [r.decision for r in audit_rows(tool_name=TICKET)][-1] == "REFUSED"
+
+
+def test_a_colleagues_call_to_a_disabled_server_does_not_burn_my_confirmation(
+        db, request, requester, operator, executions):
+    # given: the requester confirmed a remote call; a colleague of the same tenant with the same grants
+    from django.contrib.auth.models import Permission
+
+    from agentplatform.tenancy.models import User
+    from mcp_sources.models import McpServer
+
+    server = _server("stdio", request)
+    server_discover(server_id=server.pk)
+    tool_review(mcp_tool_id=McpTool.objects.get(tool=Tool.objects.get(name=TICKET)).pk, reviewer=operator)
+    _enable_for(requester, TICKET)
+    colleague = User.objects.create(username="acme-requester2", tenant=requester.tenant)
+    colleague.user_permissions.add(*Permission.objects.filter(content_type__app_label="catalog"))
+    _enable_for(colleague, TICKET)
+    conversation = conversation_create(user=requester)
+    message = assistant(("call_1", TICKET, TICKET_ARGS))
+    pending = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending[0]
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+    McpServer.objects.filter(pk=server.pk).update(enabled=False)
+
+    # when: the colleague presents the request in their own call
+    ctx = tool_context(User.objects.get(pk=colleague.pk), conversation.pk,
+                       confirmations={"call_1": pending.confirmation_id})
+    result = ToolCallingManager().execute_tool_calls(ctx, message).outcomes[0].result
+
+    # then: refused, nothing sent, and the requester's decision is intact
+    assert not result.success and _lines(executions) == []
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == "CONFIRMED"

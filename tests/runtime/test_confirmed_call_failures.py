@@ -143,3 +143,115 @@ def test_a_confirmed_call_whose_error_reaches_the_caller_is_spent_too(requester,
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
     _no_open_request(run.pk)
     assert entered == [mode]
+
+
+# -- a tool's database error, and a duplicate call of the same turn -----------------------------------
+
+def _write_then_integrity_error(ctx: ToolContext, params: Attempt) -> dict[str, Any]:
+    from django.db import IntegrityError
+
+    entered.append(params.mode)
+    Order.objects.filter(tenant_id=ctx.tenant_id, order_id=params.order_id).update(status=Order.Status.CANCELLED)
+    raise IntegrityError('duplicate key value violates unique constraint "ledger_pkey"')
+
+
+DB_ERROR = ToolSpec(name="test_db_error_write", description="Writes, then hits an IntegrityError (test tool).",
+                    parameters=Attempt, execute=_write_then_integrity_error, risk="HIGH")
+
+
+def test_a_database_error_the_savepoint_contained_spends_the_confirmation_as_failed(requester, model, install_tool):
+    # given: a confirmed call whose tool raises a DatabaseError (it reaches the caller: DESIGN step 9)
+    install_tool(DB_ERROR, users=[requester])
+    model.calls(("call_db", DB_ERROR.name, {"order_id": ORDER, "mode": "db"}))
+    model.says("done")
+    first = services.chat_send(user=requester, message="cancel it")
+    [pending] = first.pending
+
+    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                       confirmation_token=pending.token)
+
+    # then: the run ends FAILED, and the request says it ran and failed, not "ended while it waited"
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert Run.objects.get(pk=first.run.pk).status == Run.Status.FAILED and entered == ["db"]
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CONSUMED, "SYSTEM_ERROR")
+    assert outcome_of(request)["outcome"] == "FAILED"
+    assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
+    [failed] = audit_rows(tool_call_id="call_db", decision="FAILED")
+    assert failed.confirmation_id == request.pk
+
+
+def test_two_gated_calls_one_fine_one_crashing_each_end_as_they_ran(requester, model, install_tool):
+    install_tool(RISKY, users=[requester])
+    model.calls(("c1", RISKY.name, {"order_id": ORDER, "mode": "fine"}),
+                ("c2", RISKY.name, {"order_id": ORDER, "mode": "crash"}),
+                ("c3", RISKY.name, {"order_id": ORDER, "mode": "crash"}))  # identical to c2: shares its request
+    model.says("over")
+    first = services.chat_send(user=requester, message="go")
+    for pending in first.pending:
+        if pending.token:
+            services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                               confirmation_token=pending.token)
+
+    run = Run.objects.get(pk=first.run.pk)
+    assert run.status == Run.Status.COMPLETED
+    by_call = {r.tool_call_id: r for r in ConfirmationRequest.objects.filter(run_id=run.pk)}
+    assert (by_call["c1"].status, by_call["c1"].outcome_code) == ("CONSUMED", "OK")
+    assert (by_call["c2"].status, by_call["c2"].outcome_code) == ("CONSUMED", "TOOL_EXECUTION_FAILED")
+    _no_open_request(run.pk)
+    answers = model.tool_answers(1)
+    assert answers["c1"]["success"] and answers["c2"]["code"] == answers["c3"]["code"] == "TOOL_EXECUTION_FAILED"
+    assert entered.count("crash") == 1  # the identical call did not run the tool again
+
+
+# -- the run's row before the request's: a cancel racing a failing confirmed call (PostgreSQL) -------
+
+race: dict[str, Any] = {}
+
+
+def _crash_while_cancelled(ctx: ToolContext, params: Attempt) -> dict[str, Any]:
+    import threading
+    import time
+
+    from django.db import connection
+
+    def cancel():
+        try:
+            race["cancel"] = services.run_cancel(run_id=ctx.run_id, actor=race["user"], reason="stop")
+        except BaseException as error:  # noqa: BLE001 - reported by the test
+            race["cancel"] = error
+        finally:
+            connection.close()
+
+    race["thread"] = threading.Thread(target=cancel)
+    race["thread"].start()
+    time.sleep(0.5)  # the tool's own work; the cancel waits for the run row the fence locked
+    raise RuntimeError("ledger client crashed")
+
+
+CANCELLED_MEANWHILE = ToolSpec(name="test_crash_cancel", description="Crashes while its run is cancelled (test tool).",
+                               parameters=Attempt, execute=_crash_while_cancelled, risk="HIGH")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_racing_a_crashing_confirmed_call_wins_without_a_deadlock(requester, model, install_tool):
+    # given: a confirmed call whose tool, while it works, has its run cancelled by the requester
+    race.clear()
+    race["user"] = requester
+    install_tool(CANCELLED_MEANWHILE, users=[requester])
+    model.calls(("call_x", CANCELLED_MEANWHILE.name, {"order_id": ORDER, "mode": "crash"}))
+    model.says("All done.")
+    first = services.chat_send(user=requester, message="go")
+    [pending] = first.pending
+
+    # when: the tool crashes (its consumption rolls back) while the cancel waits for the run's row
+    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                       confirmation_token=pending.token)
+    race["thread"].join(30)
+
+    # then: the cancel succeeded (no deadlock between the run's row and the request's), the run is
+    # CANCELLED and not completed by the model, and the request is closed either way
+    assert not isinstance(race.get("cancel"), BaseException), race.get("cancel")
+    run = Run.objects.get(pk=first.run.pk)
+    assert run.status == Run.Status.CANCELLED and not run.final_answer
+    _no_open_request(run.pk)
