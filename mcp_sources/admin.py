@@ -58,7 +58,8 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     list_display = ("tool", "server", "remote_name", "reviewed", "enabled", "risk", "listed", "reviewed_by",
                     "reviewed_at", "definition_hash")
-    list_filter = ("server", "listed")
+    # Only the servers of the tools this viewer sees (not every tenant's server names).
+    list_filter = (("server", admin.RelatedOnlyFieldListFilter), "listed")
     search_fields = ("remote_name", "tool__name", "description")
     readonly_fields = ("server", "tool", "remote_name", "description", "input_schema", "annotations",
                        "definition_hash", "reviewed_hash", "reviewed_by", "reviewed_at", "listed", "updated_at")

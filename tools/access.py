@@ -114,8 +114,10 @@ def tool_access(*, user, tool: Tool) -> ToolAccess:
 
 
 def tools_access(*, user) -> list[ToolAccess]:
-    """`tool_access` for every tool registered in code, by name."""
-    return [tool_access(user=user, tool=tool) for tool in Tool.objects.filter(registered=True).order_by("name")]
+    """`tool_access` for every registered tool `user`'s tenant can see (the shared ones and its own
+    MCP servers' tools; never another tenant's), by name."""
+    visible = Tool.objects.filter(registered=True).filter(Q(tenant__isnull=True) | Q(tenant_id=user.tenant_id))
+    return [tool_access(user=user, tool=tool) for tool in visible.order_by("name")]
 
 
 def refusal_message(access: ToolAccess) -> str:

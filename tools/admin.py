@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.forms.models import BaseInlineFormSet
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest
 from django.contrib.admin.utils import unquote
 from django.shortcuts import get_object_or_404, redirect, render
@@ -155,6 +155,24 @@ class _TenantGroupPermsForm(_LimitedChoices, AdminGroupObjectPermissionsForm):
     pass
 
 
+def _without_inline_parts(entry):
+    """`entry` (an admin LogEntry, not saved) with the parts of its change message that describe
+    inline objects (the tenant whitelist rows) left out; one that had only those says so."""
+    import json
+
+    try:
+        parts = json.loads(entry.change_message or "[]")
+    except ValueError:
+        return entry
+    if not isinstance(parts, list):
+        return entry
+    kept = [p for p in parts if not (isinstance(p, dict) and any(isinstance(v, dict) and "object" in v
+                                                                  for v in p.values()))]
+    if len(kept) != len(parts):
+        entry.change_message = json.dumps(kept) if kept else "Changed tenant whitelist rows (see each tenant's audit trail)."
+    return entry
+
+
 @admin.register(Tool)
 class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdmin):
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
@@ -259,20 +277,38 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
             chosen = get_object_or_404(users, pk=request.GET["user"]) if request.GET["user"].isdigit() else None
             if chosen is None:
                 raise Http404("no such user")
+        # The tools this viewer may see (another tenant's MCP tools are not among them), and of
+        # those, for a chosen user, the ones their tenant can see at all.
+        tools = self.get_queryset(request)
+        if chosen is not None:
+            tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=chosen.tenant_id))
         if request.GET.get("tool"):
-            tool = get_object_or_404(Tool, pk=request.GET["tool"]) if request.GET["tool"].isdigit() else None
+            tool = get_object_or_404(tools, pk=request.GET["tool"]) if request.GET["tool"].isdigit() else None
             if tool is None:
                 raise Http404("no such tool")
         rows = []
         if chosen is not None:
             rows = [tool_access(user=chosen, tool=tool)] if tool is not None else tools_access(user=chosen)
         context = {**self.admin_site.each_context(request), "opts": self.model._meta,
-                   "title": "Effective access / 实际权限", "users": users, "tools": Tool.objects.order_by("name"),
+                   "title": "Effective access / 实际权限", "users": users, "tools": tools.order_by("name"),
                    "chosen": chosen, "tool": tool, "rows": rows,
                    "keys": [("member", "member / 成员"), ("platform", "platform / 平台"), ("tenant", "tenant / 租户"),
                             ("use_tool", "use_tool"), ("permission", "permission / 权限")]}
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/tools/tool/effective_access.html", context)
+
+    def history_view(self, request, object_id, extra_context=None):
+        """A shared tool's history, without the rows of its tenant whitelist inline for a tenant
+        administrator: an operator's change to another tenant's row ("Changed Enabled for tenant
+        tool policy 'globex / refund_order'") names that tenant and what it allows. Their own
+        tenant's changes are in their audit trail."""
+        response = super().history_view(request, object_id, extra_context)
+        if self.role(request) != TENANT_ADMINISTRATOR or not hasattr(response, "context_data"):
+            return response
+        page = response.context_data.get("action_list")
+        if page is not None:
+            page.object_list = [_without_inline_parts(entry) for entry in page.object_list]
+        return response
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # rows mirror the code registry

@@ -28,6 +28,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_sa
 from agentplatform.tenancy.actor import current_actor
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import admin_role
+from agentplatform.tenancy.services import AUDIT_TENANT_ATTR
 from audit import events
 from audit.models import AuditEvent
 
@@ -52,7 +53,12 @@ def _user_tenants(user: User | None) -> list[int]:
 
 def _group_tenants(group: Group | None) -> list[int]:
     link = TenantGroup.objects.filter(group_id=getattr(group, "pk", None)).first() if group is not None else None
-    return [link.tenant_id] if link is not None else _all_tenants()
+    if link is not None:
+        return [link.tenant_id]
+    # A group being created for one tenant has no TenantGroup row yet: its creator says which
+    # (tenancy.services.mark_group_tenant); otherwise it is platform-wide.
+    pending = getattr(group, AUDIT_TENANT_ATTR, None) if group is not None else None
+    return [pending] if pending is not None else _all_tenants()
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from agentplatform.tenancy.admin_scope import (
 )
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, can_administer_user
+from agentplatform.tenancy.services import mark_group_tenant
 
 admin.site.site_header = "agentplatform administration"
 admin.site.site_title = "agentplatform admin"
@@ -98,9 +99,25 @@ class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
             "pk", flat=True))}, current={"permissions": current}, model_of={"permissions": Permission})
 
     def save_model(self, request, obj, form, change) -> None:
+        tenant_admin = self.role(request) == TENANT_ADMINISTRATOR
+        if not change:
+            # The creation is audited before the group's TenantGroup row exists: name its tenant
+            # now, so the row goes to that tenant's trail only (not every tenant's).
+            mark_group_tenant(obj, request.user.tenant_id if tenant_admin else self._inline_tenant_id(request, obj))
         admin.ModelAdmin.save_model(self, request, obj, form, change)
-        if self.role(request) == TENANT_ADMINISTRATOR and not change:
+        if tenant_admin and not change:
             TenantGroup.objects.create(group=obj, tenant_id=request.user.tenant_id)
+
+    def _inline_tenant_id(self, request, obj) -> int | None:
+        """The tenant an operator chose in the (already validated) tenant inline of a new group,
+        or None for a platform-wide group."""
+        prefix = TenantGroupInline(self.model, self.admin_site).get_formset(request, obj).get_default_prefix()
+        value = request.POST.get(f"{prefix}-0-tenant") if request.POST.get(f"{prefix}-TOTAL_FORMS") not in (None, "0") \
+            else None
+        try:
+            return int(value) if value else None
+        except (TypeError, ValueError):
+            return None
 
 
 @admin.register(User)

@@ -22,6 +22,7 @@ from django.db import transaction
 from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
+from agentplatform.tenancy.services import tenant_group_create
 from tools.catalog.models import Order, StockLevel
 from tools.models import TenantToolPolicy, Tool
 from tools.services import tools_sync_registry
@@ -151,7 +152,10 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
         for tool_name, tool in tools.items():
             if new_requester or reset or tool_name in new_entries:
                 assign_perm("tools.use_tool", requester, tool)
-        approvers, new_group = Group.objects.get_or_create(name=f"{slug}-approvers")
+        approvers = Group.objects.filter(name=f"{slug}-approvers").first()
+        new_group = approvers is None
+        if new_group:  # audited in this tenant's trail only (not every tenant's)
+            approvers = tenant_group_create(name=f"{slug}-approvers", tenant_id=tenant.pk)
         TenantGroup.objects.get_or_create(group=approvers, defaults={"tenant": tenant})
         for tool_name in APPROVED_TOOLS:
             if new_group or reset or tool_name in new_entries:
