@@ -1,0 +1,102 @@
+"""The application's database role (docs/operations.md, `manage.py grant_app_role`): on a
+database migrated by its owner, the role the web processes and workers use can read and write
+rows, append to the audit trail, and do nothing that empties or rewrites it: no UPDATE, DELETE or
+TRUNCATE of the trail, no DELETE of a chain head, no trigger disabled, no
+`session_replication_role` (the owner's and the superuser's ways around the triggers). The compose
+deployment connects as such a role (compose.yaml, deploy/postgres-roles.sql)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import errors
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.postgres
+
+
+def _url(base: str, *, user: str, database: str) -> str:
+    parts = urlsplit(base)
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, f"{user}@{host}", f"/{database}", "", ""))
+
+
+def _manage(url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DATABASE_URL": url, "LLM_API_KEY": ""}
+    env.pop("CELERY_BROKER_URL", None)
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def roles():
+    """A database owned by a fresh owner role, migrated by it and seeded, and a fresh application
+    role granted by `grant_app_role`; dropped after."""
+    base = os.environ["DATABASE_URL"]
+    tag = uuid.uuid4().hex[:8]
+    owner, app, database = f"ap_owner_{tag}", f"ap_app_{tag}", f"ap_roles_{tag}"
+    admin = psycopg.connect(_url(base, user=urlsplit(base).username or "postgres", database="postgres"),
+                            autocommit=True)
+    admin.execute(f"CREATE ROLE {owner} LOGIN")
+    admin.execute(f"CREATE ROLE {app} LOGIN")
+    admin.execute(f"CREATE DATABASE {database} OWNER {owner}")
+    with psycopg.connect(_url(base, user=urlsplit(base).username or "postgres", database=database),
+                         autocommit=True) as db:
+        db.execute(f"ALTER SCHEMA public OWNER TO {owner}")
+    try:
+        owner_url, app_url = _url(base, user=owner, database=database), _url(base, user=app, database=database)
+        migrated = _manage(owner_url, "migrate", "--noinput")
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        yield {"owner_url": owner_url, "app_url": app_url, "app": app, "owner": owner}
+    finally:
+        admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        admin.execute(f"DROP ROLE IF EXISTS {app}")
+        admin.execute(f"DROP ROLE IF EXISTS {owner}")
+        admin.close()
+
+
+def test_the_app_role_writes_rows_and_appends_to_the_trail_but_cannot_empty_it(roles):
+    granted = _manage(roles["owner_url"], "grant_app_role", roles["app"])
+    assert granted.returncode == 0, granted.stderr
+    again = _manage(roles["owner_url"], "grant_app_role", roles["app"])  # after a later migrate: idempotent
+    assert again.returncode == 0, again.stderr
+
+    # the application, as the role: seeding writes tools, users, grants and audit rows
+    seeded = _manage(roles["app_url"], "seed_demo")
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+    verified = _manage(roles["app_url"], "audit_verify")
+    assert verified.returncode == 0 and "OK acme" in verified.stdout, verified.stdout + verified.stderr
+
+    refused = {
+        "DELETE FROM audit_auditevent": errors.InsufficientPrivilege,
+        "UPDATE audit_auditevent SET message = 'x'": errors.InsufficientPrivilege,
+        "TRUNCATE audit_auditevent": errors.InsufficientPrivilege,
+        "DELETE FROM audit_auditchainhead": errors.InsufficientPrivilege,
+        "TRUNCATE audit_auditchainhead": errors.InsufficientPrivilege,
+        "ALTER TABLE audit_auditevent DISABLE TRIGGER ALL": errors.InsufficientPrivilege,
+        "SET session_replication_role = replica": errors.InsufficientPrivilege,
+        "DROP TABLE audit_auditevent": errors.InsufficientPrivilege,
+    }
+    with psycopg.connect(roles["app_url"], autocommit=True) as app:
+        before = app.execute("SELECT count(*) FROM audit_auditevent").fetchone()[0]
+        assert before > 0
+        for statement, error in refused.items():
+            with pytest.raises(error):
+                app.execute(statement)
+        # rows of the other tables are the application's to write
+        assert app.execute("UPDATE catalog_order SET updated_at = updated_at").rowcount > 0
+        assert app.execute("SELECT count(*) FROM audit_auditevent").fetchone()[0] == before
+
+
+def test_grant_app_role_refuses_a_role_that_owns_the_tables_or_does_not_exist(roles):
+    owns = _manage(roles["owner_url"], "grant_app_role", roles["owner"])
+    unknown = _manage(roles["owner_url"], "grant_app_role", "no_such_role_x")
+
+    assert owns.returncode == 2 and "owns tables" in owns.stderr
+    assert unknown.returncode == 2 and "no database role" in unknown.stderr
