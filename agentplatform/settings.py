@@ -239,6 +239,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "agentplatform.api.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agentplatform.api.negotiation.ContentNegotiation",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -252,6 +253,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Separate request and response components (read-only fields stay out of request bodies).
     "COMPONENT_SPLIT_REQUEST": True,
+    # Path ids in any letter case (agentplatform.api.urls.AnyCaseUUIDConverter) are UUIDs.
+    "PATH_CONVERTER_OVERRIDES": {"anyuuid": {"type": "string", "format": "uuid"}},
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "agentplatform.runtime.models.Run.Status",
         "ConfirmationStatusEnum": "approvals.models.ConfirmationRequest.Status",

@@ -18,3 +18,5 @@ urlpatterns = [
 
 # Under /api/ the error body ({"code": "SERVER_ERROR", ...}, request id logged); Django's page elsewhere.
 handler500 = "agentplatform.api.errors.server_error"
+# Under /api/ the error body for what Django refuses before any view (a disallowed Host header).
+handler400 = "agentplatform.api.errors.bad_request"

@@ -3,12 +3,16 @@ JSON in and out, the 256 KB body limit, the error body for every error whatever 
 strict serializer fields and pagination."""
 from __future__ import annotations
 
+import binascii
 import datetime
 import re
 import uuid
+from base64 import b64decode, b64encode
+from urllib.parse import parse_qs, urlencode
 from typing import Any
 
 from django.conf import settings
+from django.core import signing
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import RegexValidator
 from django.db import models
@@ -16,12 +20,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import ParseError
 from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+from rest_framework.utils.urls import replace_query_param
 
 from agentplatform.api.auth import ApiKeyAuthentication
 from rest_framework.response import Response
@@ -82,7 +87,43 @@ class BoundedJSONParser(JSONParser):
         return data
 
 
-class ApiView(APIView):
+class JsonErrors:
+    """A DRF view mixin: every error answers the JSON error body (agentplatform.api.errors),
+    whatever renderer the view negotiated (CSV, SSE, the schema's YAML, Swagger UI's HTML), with the
+    run this request worked on when one is known."""
+
+    def finalize_response(self, request: Request, response, *args: Any, **kwargs: Any):
+        if isinstance(response, Response) and response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+            run_id = correlation.current_run_id()
+            if run_id is not None and isinstance(response.data, dict) and "code" in response.data:
+                # The run this request worked on: the client can read its real outcome from it.
+                response.data.setdefault("run_id", str(run_id))
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class StrictInputSerializer(serializers.Serializer):
+    """A request body serializer that refuses fields it does not define (400 INVALID_ARGUMENTS naming
+    them) instead of ignoring them: a misspelt `conversationId` or `confirmationToken` must not
+    silently start a new conversation. The schema says so (`additionalProperties: false`).
+
+    body_required: the schema marks the request body required even when no single field is (a
+    rule across fields, as chat's); with a required field drf-spectacular does so itself."""
+
+    refuses_unknown_fields = True  # read by ApiAutoSchema (agentplatform.api.schema)
+    body_required = False
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(key)[:100] for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown field; this body takes only: "
+                                                         + ", ".join(sorted(self.fields))] for key in unknown[:20]})
+        return super().to_internal_value(data)
+
+
+class ApiView(JsonErrors, APIView):
     """Base of every /api/v1/ view (HackSoft style: one thin view per resource or action).
 
     Token authentication comes first so an anonymous request answers 401 with
@@ -115,17 +156,6 @@ class ApiView(APIView):
         # reads still shows a request past its deadline as waiting.
         settle_for(request.user)
 
-    def finalize_response(self, request: Request, response, *args: Any, **kwargs: Any):
-        # Errors are always the JSON error body, even when the client negotiated CSV or SSE.
-        if isinstance(response, Response) and response.status_code >= 400:
-            request.accepted_renderer = JSONRenderer()
-            request.accepted_media_type = JSONRenderer.media_type
-            run_id = correlation.current_run_id()
-            if run_id is not None and isinstance(response.data, dict) and "code" in response.data:
-                # The run this request worked on: the client can read its real outcome from it.
-                response.data.setdefault("run_id", str(run_id))
-        return super().finalize_response(request, response, *args, **kwargs)
-
 
 class StrictCharField(serializers.CharField):
     """A CharField that refuses numbers and booleans instead of turning them into text, and text
@@ -148,6 +178,28 @@ class StrictCharField(serializers.CharField):
         if reason:
             self.fail("unstorable", reason=reason)
         return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An IntegerField that accepts only a JSON integer: DRF also turns "5", 3.0 and 3e1 into 5, 3
+    and 30, and `true` into 1, where the schema says `type: integer`."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    """A DateTimeField that takes only an ISO 8601 date-time, as the schema states (`format:
+    date-time`): a bare date such as 2026-12-01 is refused, not read as its midnight."""
+
+    _HAS_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+
+    def to_internal_value(self, value: Any):
+        if not isinstance(value, str) or not self._HAS_TIME.match(value):
+            self.fail("invalid", format="an ISO 8601 date-time such as 2026-12-01T08:00:00Z")
+        return super().to_internal_value(value)
 
 
 class StrictUUIDField(serializers.UUIDField):
@@ -237,12 +289,35 @@ class StrictCursorPagination(CursorPagination):
         self._model = queryset.model
         return super().paginate_queryset(queryset, request, view)
 
+    # Cursors are signed (Django's signing, SECRET_KEY, a salt of their own): a cursor this server
+    # did not issue, such as a hand-made `p=-1`, is refused instead of read as a position.
+    _signer = signing.Signer(salt="agentplatform.api.cursor")
+
+    def encode_cursor(self, cursor: Cursor) -> str:
+        tokens = {}
+        if cursor.offset != 0:
+            tokens["o"] = str(cursor.offset)
+        if cursor.reverse:
+            tokens["r"] = "1"
+        if cursor.position is not None:
+            tokens["p"] = cursor.position
+        signed = self._signer.sign(urlencode(tokens, doseq=True))
+        return replace_query_param(self.base_url, self.cursor_query_param,
+                                   b64encode(signed.encode("ascii")).decode("ascii"))
+
     def decode_cursor(self, request) -> Cursor | None:
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is None:
+            return None
         try:
-            cursor = super().decode_cursor(request)
-        except NotFound:
-            raise InvalidCursor(self.invalid_cursor_message) from None
-        except (UnicodeError, OverflowError):
+            querystring = self._signer.unsign(b64decode(encoded.encode("ascii"), validate=True).decode("ascii"))
+            tokens = parse_qs(querystring, keep_blank_values=True)
+            offset = int(tokens.get("o", ["0"])[0])
+            if not 0 <= offset <= self.offset_cutoff:
+                raise ValueError("offset out of range")
+            cursor = Cursor(offset=offset, reverse=tokens.get("r", ["0"])[0] == "1",
+                            position=tokens.get("p", [None])[0])
+        except (signing.BadSignature, ValueError, TypeError, UnicodeError, OverflowError, binascii.Error):
             raise InvalidCursor(self.invalid_cursor_message) from None
         if cursor is None or cursor.position is None:
             return cursor

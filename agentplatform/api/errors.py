@@ -177,3 +177,13 @@ def server_error(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpRespons
         return defaults.server_error(request, *args, **kwargs)
     request_id = log_server_error(request, sys.exc_info())
     return JsonResponse(server_error_body(request_id), status=500)
+
+
+def bad_request(request: HttpRequest, exception: BaseException | None = None, *args: Any, **kwargs: Any) -> HttpResponse:
+    """The project's handler400: what Django answers itself before any view runs (a Host header
+    not in ALLOWED_HOSTS, another SuspiciousOperation) is the error body under /api/ (400
+    BAD_REQUEST), Django's own page elsewhere."""
+    if not is_api_request(request):
+        return defaults.bad_request(request, exception, *args, **kwargs)
+    return JsonResponse(error_body("BAD_REQUEST", "the request was refused before it reached the API "
+                                   "(for example a Host header this server does not serve)"), status=400)

@@ -29,9 +29,11 @@ ERROR_MEANINGS = {
     403: "Authenticated but not allowed (PERMISSION_DENIED, APPROVAL_FORBIDDEN, CSRF_FAILED).",
     404: ("Unknown id, an object of another tenant or user, or a page past the last one "
           "(NOT_FOUND, CONFIRMATION_INVALID)."),
-    406: "The Accept header names no media type this endpoint renders (NOT_ACCEPTABLE).",
+    406: ("The Accept header, or a `?format=`, names no media type this endpoint renders (NOT_ACCEPTABLE, "
+          "naming the formats it has)."),
     409: ("The object was already decided (ALREADY_DECIDED), an edit was based on arguments another approver "
-          "changed meanwhile (ARGUMENTS_CHANGED), or the request is still in flight (IN_PROGRESS)."),
+          "changed meanwhile (ARGUMENTS_CHANGED), the run already ended (RUN_FINISHED, cancelling a run), or "
+          "the request is still in flight (IN_PROGRESS)."),
     410: "The confirmation request expired before this decision (CONFIRMATION_EXPIRED).",
     411: "A body was sent chunked, without Content-Length (LENGTH_REQUIRED).",
     413: "The request body is larger than 256 KB (PAYLOAD_TOO_LARGE).",
@@ -61,7 +63,9 @@ class ErrorSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="Stable machine-readable code, e.g. CONFIRMATION_EXPIRED.")
     message = serializers.CharField(help_text="Human-readable explanation.")
     retryable = serializers.BooleanField(help_text="True when the same request may succeed later.")
-    errors = serializers.JSONField(required=False, help_text="Field errors (INVALID_ARGUMENTS only).")
+    errors = serializers.JSONField(required=False, help_text=(
+        "Field errors (INVALID_ARGUMENTS only): field -> [messages]; for an approver's edit of tool arguments "
+        "a list of {field, error, code}, code being the tool's stable reason (e.g. AMOUNT_TOO_PRECISE)."))
     run_id = serializers.UUIDField(required=False, help_text=(
         "The run this request worked on, when one is involved: read its real outcome there."))
     request_id = serializers.CharField(required=False, help_text=(
@@ -140,6 +144,16 @@ LINKS: dict[str, dict[str, dict[str, Any]]] = {
 
 class ApiAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema plus what ApiView's shared machinery answers (module docstring)."""
+
+    def _map_serializer(self, serializer, direction, bypass_extensions=False):
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        if direction == "request" and getattr(serializer, "refuses_unknown_fields", False):
+            schema = {**schema, "additionalProperties": False}  # StrictInputSerializer: 400 for any other field
+        return schema
+
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        return schema, required or bool(getattr(serializer, "body_required", False))
 
     def _reads_body(self) -> bool:
         return self.method in ("POST", "PUT", "PATCH") and self.get_request_serializer() is not None

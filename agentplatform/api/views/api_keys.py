@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
+from agentplatform.api.base import (ApiView, PagePagination, StrictCharField, StrictInputSerializer,
+                                    StrictIntegerField, paginated_response)
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.selectors import api_keys_for
 from agentplatform.api.services import api_key_issue, api_key_revoke
 from agentplatform.api.throttling import ApiScopeThrottle
-from agentplatform.errors import NotFound
+from agentplatform.errors import InvalidInput, NotFound
 
 
 @extend_schema_serializer(component_name="ApiKey")
@@ -42,18 +44,22 @@ class ApiKeyListCreateApi(ApiView):
     pagination_class = PagePagination
 
     @extend_schema_serializer(component_name="ApiKeyCreate")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         name = StrictCharField(max_length=100)
-        expires_in_days = serializers.IntegerField(required=False, min_value=0,
-                                                   help_text="Default API_KEY_TTL_DAYS; 0 = never, if allowed.")
+        expires_in_days = StrictIntegerField(required=False, min_value=0, max_value=settings.API_KEY_MAX_TTL_DAYS,
+                                             help_text="Default API_KEY_TTL_DAYS; 0 = never, if allowed; at most "
+                                                       "API_KEY_MAX_TTL_DAYS.")
         user = StrictCharField(required=False, max_length=150,
                                help_text="Tenant administrators: a member of their tenant (default: me).")
 
     @extend_schema(operation_id="api_keys_list", tags=["api-keys"], summary="API keys I may see",
                    parameters=[OpenApiParameter("scope", str, enum=["mine", "tenant"], required=False)],
-                   responses={200: ApiKeySerializer(many=True), **errors(*COMMON, 404)})
+                   responses={200: ApiKeySerializer(many=True), **errors(*COMMON, 400, 404)})
     def get(self, request: Request) -> Response:
-        whole_tenant = request.query_params.get("scope") == "tenant"
+        scope = request.query_params.get("scope", "mine")
+        if scope not in ("mine", "tenant"):
+            raise InvalidInput("scope must be one of: mine, tenant")
+        whole_tenant = scope == "tenant"
         return paginated_response(self, api_keys_for(user=request.user, whole_tenant=whole_tenant), ApiKeySerializer)
 
     @extend_schema(operation_id="api_keys_create", tags=["api-keys"], summary="Issue an API key (shown once)",

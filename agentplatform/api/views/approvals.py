@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
@@ -25,6 +26,11 @@ from approvals.selectors import (
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status
+
+
+# An arguments hash is the SHA-256 hex digest the API shows (tools.hashing); anything else is 400,
+# not 409 ARGUMENTS_CHANGED ("another approver edited them"), which it could never be.
+ARGUMENTS_HASH = RegexValidator(r"^[0-9a-f]{64}$", message="must be the 64 lower-case hex digits of an arguments_hash")
 
 
 @extend_schema_serializer(component_name="ApprovalRequest")
@@ -143,9 +149,10 @@ class ApprovalApproveApi(ApiView):
     throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="ApproveInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
-        arguments_hash = StrictCharField(required=False, allow_blank=True, max_length=64, default="", help_text=(
+        arguments_hash = StrictCharField(required=False, allow_blank=True, max_length=64, default="",
+                                         validators=[ARGUMENTS_HASH], help_text=(
             "The `arguments_hash` you read; required once approvers edited the arguments. When they were edited "
             "since: 409 ARGUMENTS_CHANGED."))
 
@@ -168,7 +175,7 @@ class ApprovalRejectApi(ApiView):
     throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="RejectInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         reason = StrictCharField(max_length=2000, help_text="Required: why the call must not run.")
 
     @extend_schema(operation_id="approvals_reject", tags=["approvals"], summary="Reject with a reason",
@@ -189,11 +196,11 @@ class ApprovalEditApi(ApiView):
     throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="EditInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         arguments = serializers.DictField(help_text=(
             "The complete new arguments, checked like a model's call: the tool's schema (no extra fields), "
             "business rules, money normalisation, precheck. Refused: 400 INVALID_ARGUMENTS with `errors`."))
-        base_arguments_hash = StrictCharField(max_length=64, help_text=(
+        base_arguments_hash = StrictCharField(max_length=64, validators=[ARGUMENTS_HASH], help_text=(
             "The `arguments_hash` you edited; when another approver edited first: 409 ARGUMENTS_CHANGED."))
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
 
@@ -224,7 +231,7 @@ class ApprovalRespondApi(ApiView):
     throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="RespondInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         guidance = StrictCharField(max_length=2000, help_text="Required: what the assistant should do instead.")
 
     @extend_schema(operation_id="approvals_respond", tags=["approvals"], summary="Respond with guidance",

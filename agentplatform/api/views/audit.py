@@ -10,7 +10,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, StrictCharField, StrictCursorPagination, query_values
+from agentplatform.api.base import (ApiView, StrictCharField, StrictCursorPagination, StrictDateTimeField,
+                                    query_values)
 from agentplatform.api.pagination import UniqueKeyCursorPagination
 from agentplatform.errors import InvalidInput
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
@@ -90,8 +91,8 @@ class AuditEventListApi(ApiView):
                                                  "tool: every other event.")
         object_type = StrictCharField(required=False, max_length=64,
                                       help_text="Control-plane object type (masked_arguments.object.type).")
-        from_ = serializers.DateTimeField(required=False, help_text="Occurred at or after (ISO 8601).")
-        to = serializers.DateTimeField(required=False, help_text="Occurred before (ISO 8601).")
+        from_ = StrictDateTimeField(required=False, help_text="Occurred at or after (ISO 8601 date-time).")
+        to = StrictDateTimeField(required=False, help_text="Occurred before (ISO 8601 date-time).")
 
         def get_fields(self):
             fields = super().get_fields()

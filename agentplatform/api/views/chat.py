@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import correlation
-from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField
+from agentplatform.api.base import ApiView, StrictCharField, StrictUUIDField, StrictInputSerializer
 from agentplatform.api.idempotency import (
     IDEMPOTENCY_KEY_PATTERN,
     MAX_KEY_LENGTH,
@@ -146,8 +146,10 @@ class ChatRequestExtension(OpenApiSerializerExtension):
 
 
 @extend_schema_serializer(component_name="ChatRequest")
-class ChatInputSerializer(serializers.Serializer):
+class ChatInputSerializer(StrictInputSerializer):
     """A message, or a confirmation token with its conversation (rule: ChatRequestExtension)."""
+
+    body_required = True  # an empty body is 400: one of the two shapes is needed
 
     conversation_id = StrictUUIDField(required=False, allow_null=True,
                                       help_text="Omit to start a new conversation; required with confirmation_token.")
@@ -262,6 +264,10 @@ class ChatApi(ApiView):
             _release(claim.record)
             raise
         data = response.data
+        run_id = correlation.current_run_id()
+        if response.status_code >= 400 and run_id is not None and isinstance(data, dict) and "code" in data:
+            # What finalize_response adds to the live answer: the replay answers the same body.
+            data.setdefault("run_id", str(run_id))
         retryable = isinstance(data, dict) and (
             data.get("retryable") is True
             # a run that FAILED for a retryable reason (model outage) is not the key's final answer

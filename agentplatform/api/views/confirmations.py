@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from approvals import services as approvals
@@ -42,7 +42,7 @@ class ConfirmationSerializer(serializers.Serializer):
 
 
 @extend_schema_serializer(component_name="ConfirmationTokenInput")
-class TokenInputSerializer(serializers.Serializer):
+class TokenInputSerializer(StrictInputSerializer):
     token = StrictCharField(max_length=200, help_text="The one-time token from the chat response.")
 
 

@@ -8,7 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.selectors import (
@@ -60,7 +60,7 @@ class ConversationListCreateApi(ApiView):
     pagination_class = PagePagination
 
     @extend_schema_serializer(component_name="ConversationCreate")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         title = StrictCharField(required=False, allow_blank=True, max_length=200, default="")
 
     @extend_schema(operation_id="conversations_list", tags=["conversations"], summary="My conversations",

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values
+from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.api.views.approvals import ApprovalRequestSerializer
@@ -120,7 +120,7 @@ class MyRequestWithdrawApi(ApiView):
     throttle_scope = "approve"
 
     @extend_schema_serializer(component_name="WithdrawInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         reason = StrictCharField(required=False, allow_blank=True, max_length=500, default="")
 
     @extend_schema(operation_id="my_requests_withdraw", tags=["confirmations"], summary="Withdraw my request",

@@ -18,7 +18,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, StrictCharField
+from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.api.sse_hub import run_event_stream_async
@@ -127,7 +127,7 @@ class RunCancelApi(ApiView):
     Its waiting requests are cancelled with it, audited."""
 
     @extend_schema_serializer(component_name="RunCancelInput")
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictInputSerializer):
         reason = StrictCharField(required=False, allow_blank=True, max_length=300)
 
     @extend_schema(operation_id="runs_cancel", tags=["runs"], summary="Cancel a run",
@@ -208,7 +208,9 @@ class RunEventsApi(ApiView):
         run = run_get(user=request.user, run_id=run_id)
         after = _last_event_id(request)
         if run.is_finished and not run_events(run=run, after_seq=after).exists():
-            return HttpResponse(status=204)
+            done = HttpResponse(status=204)
+            del done["Content-Type"]  # no body, so no media type (Django would say text/html)
+            return done
         if isinstance(request._request, ASGIRequest):
             # The production server: an async stream fed by the process's hub (no thread, no
             # connection per stream; agentplatform/api/sse_hub.py).
