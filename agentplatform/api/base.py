@@ -81,6 +81,11 @@ class BoundedJSONParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise ParseError("JSON parse error - the document is nested too deeply") from None
+        except ParseError as error:
+            if "int_max_str_digits" in str(error.detail) or "integer string conversion" in str(error.detail):
+                # Python's own wording names an interpreter setting: say what is wrong instead.
+                raise ParseError("JSON parse error - a number has more than 4300 digits") from None
+            raise
         if first_lone_surrogate(data) is not None:
             raise InvalidText("the JSON body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff without "
                               "its pair); send text as valid Unicode")

@@ -13,7 +13,16 @@ from rest_framework.throttling import ScopedRateThrottle
 
 
 class ApiScopeThrottle(ScopedRateThrottle):
-    """Counts requests per (view.throttle_scope, user id or client IP)."""
+    """Counts requests per (view.throttle_scope, user id or client IP). OPTIONS and HEAD are not
+    counted: they do none of the work a scope limits, and a client's (or a browser's CORS)
+    preflights must not use up the allowance of the requests that follow."""
+
+    uncounted_methods = ("OPTIONS", "HEAD")
+
+    def allow_request(self, request, view) -> bool:
+        if request.method in self.uncounted_methods:
+            return True
+        return super().allow_request(request, view)
 
     def get_rate(self) -> str | None:
         return settings.API_THROTTLE_RATES.get(self.scope)

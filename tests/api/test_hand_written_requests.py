@@ -179,3 +179,11 @@ def test_the_schema_states_the_new_rules():
     run_id = next(p for p in schema["paths"]["/api/v1/runs/{run_id}/"]["get"]["parameters"] if p["name"] == "run_id")
     assert run_id["schema"] == {"type": "string", "format": "uuid"}
     assert "RUN_FINISHED" in json.dumps(schema["paths"]["/api/v1/runs/{run_id}/cancel/"]["post"]["responses"]["409"])
+
+
+def test_a_number_too_long_to_parse_is_described_without_interpreter_settings(api, requester):
+    response = api(requester).generic("POST", "/api/v1/conversations/", '{"title": ' + "9" * 5000 + "}",
+                                      content_type="application/json")
+
+    body = assert_error(response, 400, "MALFORMED_JSON")
+    assert "sys." not in body["message"] and "4300 digits" in body["message"]

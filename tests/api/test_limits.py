@@ -110,3 +110,12 @@ def test_a_tenant_past_its_daily_model_calls_gets_429_until_midnight(settings, r
     assert _as(outsider).post("/api/v1/chat/", question, format="json").status_code == 200  # per tenant
     TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=100)  # the admin's override
     assert _as(requester).post("/api/v1/chat/", question, format="json").status_code == 200
+
+
+def test_preflights_do_not_use_up_the_allowance(settings, requester):
+    _tight(settings, "chat")
+    client = _as(requester)
+    for _ in range(5):
+        assert client.options("/api/v1/chat/").status_code == 200
+
+    assert client.post("/api/v1/chat/", {"message": "How many SKU-10001 in WH-HZ-01?"}, format="json").status_code == 200
