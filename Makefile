@@ -35,8 +35,8 @@ test: $(DEV_STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests sk
 serve: $(STAMP)  ## production server: gunicorn + uvicorn workers on http://127.0.0.1:8000 (after `make demo`; gunicorn.conf.py)
 	$(BIN)/gunicorn agentplatform.asgi:application --config gunicorn.conf.py
 
-dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.1:8000
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.1:8000 (PORT=8765 for another)
+	$(BIN)/python manage.py runserver 127.0.0.1:$(or $(PORT),8000)
 
 chat: $(STAMP)  ## talk to the agent in the terminal: make chat USER=acme-requester
 	$(BIN)/python manage.py chat --user $(CHAT_USER)
