@@ -95,9 +95,11 @@ def test_a_consume_that_keeps_failing_gives_up_after_three_attempts_and_executes
     assert len(attempts) == 3
     assert Cancellation.objects.count() == 0
     assert Order.objects.get(tenant=requester.tenant, order_id=ORDER).status == Order.Status.PAID
-    # the error reached the caller and ended the run; no request is left CONFIRMED on a finished run
+    # the error reached the caller and ended the run; no request is left CONFIRMED on a finished run:
+    # the consume never got through, so nothing ran and the request is REFUSED with the code (not
+    # "ended while it waited"; docs/decisions.md)
     request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
-    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CANCELLED, "RUN_ENDED")
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.REFUSED, "SYSTEM_ERROR")
     run = Run.objects.get(pk=run.pk)
     assert (run.status, run.error_code) == (Run.Status.FAILED, "SYSTEM_ERROR")
     assert AuditEvent.objects.filter(run_id=run.pk, tool_name="cancel_order", decision="FAILED").count() == 1
