@@ -479,7 +479,6 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     return request
 
 
-@transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
 def _binding_where(*, tenant_id: int, user_id: int, conversation_id: uuid.UUID, tool_name: str,
                    arguments_hash: str = "") -> dict[str, Any]:
     """The conditions that match a request only from the call it is bound to (DESIGN section 8):
@@ -490,6 +489,7 @@ def _binding_where(*, tenant_id: int, user_id: int, conversation_id: uuid.UUID, 
     return where
 
 
+@transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
 def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str, tenant_id: int, user_id: int,
                         conversation_id: uuid.UUID, tool_name: str, arguments_hash: str = "") -> bool:
     """End a CONFIRMED request that could not be consumed (REFUSED, `outcome_code` = code), after
@@ -504,7 +504,7 @@ def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str, tenan
     binding = _binding_where(tenant_id=tenant_id, user_id=user_id, conversation_id=conversation_id,
                              tool_name=tool_name, arguments_hash=arguments_hash)
     changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED, **binding).update(
-        status=Status.REFUSED, outcome_code=code[:64], decision_reason=message[:500], decided_at=now)
+        status=Status.REFUSED, outcome_code=str(code)[:64], decision_reason=str(message)[:500], decided_at=now)
     if changed != 1:
         return False
     request = ConfirmationRequest.objects.get(pk=request_id)
@@ -524,7 +524,7 @@ def confirmation_spend_failed(*, request_id: uuid.UUID, code: str, tenant_id: in
     binding = _binding_where(tenant_id=tenant_id, user_id=user_id, conversation_id=conversation_id,
                              tool_name=tool_name, arguments_hash=arguments_hash)
     return update_row(ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now,
-                                                         "outcome_code": code[:64]},
+                                                         "outcome_code": str(code)[:64]},
                       where={"status": Status.CONFIRMED, **binding}) == 1
 
 

@@ -620,7 +620,8 @@ class ToolCallingManager:
             return CallOutcome(call, audit.stop("DENIED", ToolResult.failure("CONFIRMATION_INVALID", error.message)))
         except Exception as error:  # DESIGN step 9
             if _propagates(error):
-                code = getattr(error, "code", "SYSTEM_ERROR")
+                code = getattr(error, "code", None)  # ours are strings; urllib's HTTPError (an OSError) has an int
+                code = code if isinstance(code, str) and code else "SYSTEM_ERROR"
                 if not isinstance(error, FenceLost) and transaction_usable():
                     # Not for a lost run or an aborted transaction: the step rolls back and the
                     # run's next holder consumes the confirmation itself. A database error the

@@ -112,8 +112,9 @@ class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
         """The tenant an operator chose in the (already validated) tenant inline of a new group,
         or None for a platform-wide group."""
         prefix = TenantGroupInline(self.model, self.admin_site).get_formset(request, obj).get_default_prefix()
-        value = request.POST.get(f"{prefix}-0-tenant") if request.POST.get(f"{prefix}-TOTAL_FORMS") not in (None, "0") \
-            else None
+        if request.POST.get(f"{prefix}-TOTAL_FORMS") in (None, "0") or request.POST.get(f"{prefix}-0-DELETE"):
+            return None  # no tenant row is saved: platform-wide
+        value = request.POST.get(f"{prefix}-0-tenant")
         try:
             return int(value) if value else None
         except (TypeError, ValueError):

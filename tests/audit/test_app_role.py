@@ -92,6 +92,12 @@ def test_the_app_role_writes_rows_and_appends_to_the_trail_but_cannot_empty_it(r
         # rows of the other tables are the application's to write
         assert app.execute("UPDATE catalog_order SET updated_at = updated_at").rowcount > 0
         assert app.execute("SELECT count(*) FROM audit_auditevent").fetchone()[0] == before
+    # a table a later migration adds (created by the owner) is writable at once
+    with psycopg.connect(roles["owner_url"], autocommit=True) as owner:
+        owner.execute("CREATE TABLE later_feature (id bigserial PRIMARY KEY, note text)")
+    with psycopg.connect(roles["app_url"], autocommit=True) as app:
+        app.execute("INSERT INTO later_feature (note) VALUES ('x')")
+        assert app.execute("SELECT count(*) FROM later_feature").fetchone()[0] == 1
 
 
 def test_grant_app_role_refuses_a_role_that_owns_the_tables_or_does_not_exist(roles):

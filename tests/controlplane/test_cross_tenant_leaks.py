@@ -113,3 +113,19 @@ def test_a_shared_tools_history_hides_another_tenants_whitelist_changes(client, 
     assert history.status_code == 200
     body = history.content.decode()
     assert "globex" not in body.lower() and "tenant whitelist rows" in body
+
+
+def test_a_group_whose_tenant_row_the_operator_removed_is_platform_wide_in_the_trail(client, operator, acme_admin,
+                                                                                     globex_admin):
+    from agentplatform.tenancy.models import TenantGroup
+
+    client.force_login(operator)
+    response = client.post(admin_url(Group, "add"), {
+        "name": "platform-wide-x", "tenant_link-TOTAL_FORMS": "1", "tenant_link-INITIAL_FORMS": "0",
+        "tenant_link-MIN_NUM_FORMS": "0", "tenant_link-MAX_NUM_FORMS": "1",
+        "tenant_link-0-tenant": str(acme_admin.tenant_id), "tenant_link-0-DELETE": "on"})
+
+    assert response.status_code == 302
+    assert not TenantGroup.objects.filter(group__name="platform-wide-x").exists()
+    # a platform-wide group is every tenant's business, as before
+    assert _trail_mentions(acme_admin.tenant, "platform-wide-x") and _trail_mentions(globex_admin.tenant, "platform-wide-x")

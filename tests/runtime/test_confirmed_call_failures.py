@@ -14,6 +14,7 @@ from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from approvals.selectors import outcome_of
+from audit.models import AuditEvent
 from tests.tools.support import ORDER, audit_rows, install_tool, model, tool_context  # noqa: F401 - fixtures
 from tools.catalog.models import Order
 from tools.context import ToolContext
@@ -255,3 +256,72 @@ def test_a_cancel_racing_a_crashing_confirmed_call_wins_without_a_deadlock(reque
     run = Run.objects.get(pk=first.run.pk)
     assert run.status == Run.Status.CANCELLED and not run.final_answer
     _no_open_request(run.pk)
+
+
+# -- found by a review: an exception whose `code` is not ours; a refusal whose audit write fails ----
+
+def _http_error(ctx: ToolContext, params: Attempt) -> dict[str, Any]:
+    import urllib.error
+
+    entered.append(params.mode)
+    raise urllib.error.HTTPError("https://ledger.example/x", 503, "busy", {}, None)  # an OSError, code 503 (int)
+
+
+HTTP_ERROR = ToolSpec(name="test_http_error", description="Raises urllib's HTTPError (test tool).",
+                      parameters=Attempt, execute=_http_error, risk="HIGH")
+
+
+def test_a_propagated_error_with_a_numeric_code_is_spent_and_audited(requester, model, install_tool):
+    install_tool(HTTP_ERROR, users=[requester])
+    model.calls(("call_h", HTTP_ERROR.name, {"order_id": ORDER, "mode": "http"}))
+    model.says("ok")
+    first = services.chat_send(user=requester, message="go")
+    [pending] = first.pending
+
+    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                       confirmation_token=pending.token)
+
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CONSUMED, "SYSTEM_ERROR")
+    [failed] = audit_rows(tool_call_id="call_h", decision="FAILED")
+    assert failed.status == "SYSTEM_ERROR" and failed.confirmation_id == request.pk
+
+
+def _refused_at_consume(ctx: ToolContext, params: Attempt) -> None:
+    from tools.errors import ToolBusinessError
+
+    if ctx.confirmations:
+        raise ToolBusinessError("order already shipped", code="ORDER_SHIPPED")
+
+
+REFUSED_AT_CONSUME = ToolSpec(name="test_refused_at_consume", description="Refused by its precheck at consume time.",
+                              parameters=Attempt, execute=_write_then_fail, precheck=_refused_at_consume, risk="HIGH")
+
+
+def test_a_refusal_and_its_audit_row_commit_together(requester, model, install_tool, monkeypatch):
+    # given: the refusal's audit write fails with an error the step would otherwise keep going past
+    from approvals import services as approvals
+
+    install_tool(REFUSED_AT_CONSUME, users=[requester])
+    model.calls(("call_q", REFUSED_AT_CONSUME.name, {"order_id": ORDER, "mode": "fine"}))
+    model.says("ok")
+    first = services.chat_send(user=requester, message="go")
+    [pending] = first.pending
+    real = approvals._audit_request
+
+    def failing(request, *, decision, **kwargs):
+        if decision == "REFUSED":
+            raise RuntimeError("audit chain hiccup")
+        return real(request, decision=decision, **kwargs)
+
+    monkeypatch.setattr(approvals, "_audit_request", failing)
+
+    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
+                       confirmation_token=pending.token)
+
+    # then: the request did not become REFUSED without its audit row; it is closed with one
+    request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
+    rows = list(AuditEvent.objects.filter(confirmation_id=request.pk).values_list("decision", "status"))
+    assert request.status != ConfirmationRequest.Status.REFUSED, rows
+    assert request.status not in (ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED)
+    assert (("CANCELLED", request.outcome_code) in rows), (request.status, request.outcome_code, rows)

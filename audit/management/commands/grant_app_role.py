@@ -4,7 +4,8 @@ nothing more (docs/operations.md, "Run the application with a role that owns not
 Run it as the tables' owner (the role that ran `migrate`), after every `migrate`: it grants ROLE
 SELECT, INSERT, UPDATE and DELETE on every table and USAGE on every sequence of the schema, then
 takes back UPDATE, DELETE and TRUNCATE on the audit trail and DELETE and TRUNCATE on its chain
-heads, so the trail is append-only for the application by privilege, before any trigger runs.
+heads, so the trail is append-only for the application by privilege, before any trigger runs;
+and makes the same row access the default for tables the owner creates later (a new migration).
 ROLE cannot disable a trigger (only an owner can), change `session_replication_role` (superuser
 only) or drop anything. Idempotent. PostgreSQL only; exits 2 on another database, for an unknown
 role, and when ROLE is a superuser or owns a table (it would keep every right it is meant to lack).
@@ -21,6 +22,10 @@ GRANTS = (
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
     "REVOKE UPDATE, DELETE, TRUNCATE ON audit_auditevent FROM {role}",      # the trail: append only
     "REVOKE DELETE, TRUNCATE ON audit_auditchainhead FROM {role}",          # heads move forward only
+    # Tables and sequences a later migration creates (as this owner) get the same row access at
+    # once, so the application does not fail between a migrate and the next run of this command.
+    "ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+    "ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT USAGE, SELECT ON SEQUENCES TO {role}",
 )
 
 
