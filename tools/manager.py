@@ -353,7 +353,10 @@ class ToolCallingManager:
 
     def _same_as(self, call: ToolCall, first: CallOutcome, audit) -> CallOutcome:
         """Answer `call` from the identical gated call answered first in the same turn."""
-        audit.confirmation_id = first.pending.confirmation_id if first.pending else audit.confirmation_id
+        # The row names the request it was answered from: the shared pending one, or, once decided,
+        # the one this call carried (a duplicate of a consumed call is linked to that decision too).
+        audit.confirmation_id = first.pending.confirmation_id if first.pending else (
+            audit.ctx.confirmations.get(call.id) or audit.confirmation_id)
         if first.pending is not None:
             pending = replace(first.pending, tool_call_id=call.id, token=None)
             audit.write("CONFIRMATION_REQUIRED", first.result)

@@ -202,6 +202,9 @@ def test_two_gated_calls_one_fine_one_crashing_each_end_as_they_ran(requester, m
     answers = model.tool_answers(1)
     assert answers["c1"]["success"] and answers["c2"]["code"] == answers["c3"]["code"] == "TOOL_EXECUTION_FAILED"
     assert entered.count("crash") == 1  # the identical call did not run the tool again
+    # the duplicate's audit row is linked to the decision it was answered from
+    [duplicate] = [r for r in audit_rows(tool_call_id="c3") if r.decision != "CONFIRMATION_REQUIRED"]
+    assert duplicate.confirmation_id == by_call["c2"].pk and duplicate.status == "TOOL_EXECUTION_FAILED"
 
 
 # -- the run's row before the request's: a cancel racing a failing confirmed call (PostgreSQL) -------
