@@ -12,6 +12,7 @@ callers that must refuse rather than clean. This module sits at the bottom: ever
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -50,3 +51,15 @@ def unstorable_reason(value: Any) -> str:
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
     return ""
+
+
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads(text)`, with a document nested too deeply for the parser (which raises
+    RecursionError) refused like any other malformed JSON: raises json.JSONDecodeError (a
+    ValueError with `msg` and `pos`). For text a model or a provider sent: a few kilobytes of
+    brackets must not escape as an unhandled error (a 500)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("the JSON is nested too deeply", text if isinstance(text, str) else "", 0) from None
+

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from agentplatform import correlation
 from agentplatform.db import retry_on_serialization_failure, transaction_usable
 from agentplatform.errors import PermissionDenied
-from agentplatform.text import unstorable_reason
+from agentplatform.text import loads_json, unstorable_reason
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound, ConfirmationRegated, ConsumeRefused
 from approvals.models import ConfirmationRequest
@@ -442,7 +442,7 @@ class ToolCallingManager:
         if len(raw.encode("utf-8")) > settings.TOOLS_MAX_ARGUMENT_BYTES:
             raise _Stop(audit.invalid(f"arguments exceed {settings.TOOLS_MAX_ARGUMENT_BYTES} bytes"))
         try:
-            parsed = json.loads(raw)
+            parsed = loads_json(raw)
         except ValueError as exc:
             raise _Stop(audit.invalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"))
         if not isinstance(parsed, dict):

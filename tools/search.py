@@ -20,6 +20,8 @@ import threading
 from collections import Counter, OrderedDict
 from typing import Any, Iterable
 
+from agentplatform.text import loads_json
+
 NAME = "tool_search"
 _WORD = re.compile(r"[a-z0-9]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
@@ -141,7 +143,7 @@ def index_for(*, tenant_id: int, offered: dict[str, tuple[Any, Any]], definition
 def parse_query(arguments: Any) -> str | None:
     """The query of a tool_search call's raw arguments, or None when they are not {"query": str}."""
     try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
+        parsed = loads_json(arguments) if isinstance(arguments, str) else None
     except ValueError:
         return None
     if not isinstance(parsed, dict) or set(parsed) != {"query"} or not isinstance(parsed["query"], str):

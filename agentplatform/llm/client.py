@@ -55,7 +55,7 @@ from agentplatform.llm.errors import (
     ModelUnavailable,
 )
 from agentplatform.llm.types import ModelTurn
-from agentplatform.text import storable_text
+from agentplatform.text import loads_json, storable_text
 from tools.masking import LONG_DIGITS
 
 logger = logging.getLogger(__name__)
@@ -350,9 +350,19 @@ def _call_index(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())  # ASCII only: "²".isdigit() is True, but int("²") fails
     return None
+
+
+# finish_reason values after which a turn may execute tools (ModelTurn.complete); once a stream
+# has said anything else (length, content_filter, an unknown reason) a later chunk cannot undo it.
+_COMPLETE_REASONS = ("stop", "tool_calls")
+
+
+def _refusal_text(value: Any) -> str:
+    """The text of a `refusal` field (OpenAI's structured refusal), "" when there is none."""
+    return value if isinstance(value, str) else ""
 
 
 def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None,
@@ -361,16 +371,22 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
     ModelTurn.
 
     Text deltas are concatenated (each passed, cleaned, to on_text as it comes); `reasoning_content`
-    deltas are kept apart. Tool-call deltas are joined by `index`: id and name are taken from the
-    first delta that carries them, argument fragments are kept in arrival order. A fragment without
-    an index (some local servers) continues the last call, unless it starts a new named one. The
-    finish_reason is the last one seen. A part of the wrong JSON type is ignored. Raises
-    ModelUnavailable when the stream ends without any finish_reason (a dropped or truncated stream).
+    deltas are kept apart; `refusal` deltas are the answer when there is no text. Tool-call deltas
+    are joined by `index` (`_add_fragment`): id and name are taken from the first delta that
+    carries them, argument fragments are kept in arrival order, and a fragment naming another id or
+    function at the same index is a new call. The finish_reason is the last one seen, except that a
+    truncating one (length, content_filter, anything but stop/tool_calls) is never overridden by a
+    later chunk. A part of the wrong JSON type is ignored. Raises ModelUnavailable when the stream
+    ends without any finish_reason (a dropped or truncated stream), or carries only a legacy
+    `function_call`.
     """
     text: list[str] = []
     reasoning: list[str] = []
-    calls: dict[int, normalize.RawCall] = {}
+    refusal: list[str] = []
+    calls: list[normalize.RawCall] = []  # in the order they started
+    position: dict[int, int] = {}  # the provider's index -> the call it currently continues
     finish_reason: str | None = None
+    legacy_call = False
     for chunk in chunks:
         # Usage-only chunks and Azure's prompt-filter chunk have no choices.
         for choice in _members(chunk, "choices"):
@@ -389,35 +405,64 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
                     text.append(piece)
                     if on_text is not None and piece:
                         on_text(storable_text(piece))
+                refusal.append(_refusal_text(delta.get("refusal")))
+                legacy_call = legacy_call or isinstance(delta.get("function_call"), dict)
                 for fragment in _members(delta, "tool_calls"):
                     if not isinstance(fragment, dict):
                         continue
-                    function = fragment.get("function")
-                    function = function if isinstance(function, dict) else None
-                    name = function.get("name") if function is not None else None
-                    index = _call_index(fragment.get("index"))
-                    if index is None:
-                        last = max(calls, default=-1)
-                        starts_new = last < 0 or (name and calls[last].name
-                                                  and (fragment.get("id") or "") != calls[last].id)
-                        index = last + 1 if starts_new else last
-                    partial = calls.setdefault(index, normalize.RawCall())
-                    # Some providers repeat id/name on every delta; the first one wins.
-                    if fragment.get("id") and not partial.id:
-                        partial.id = fragment["id"]
-                    if function is not None:
-                        if name and not partial.name:
-                            partial.name = name
-                        arguments = function.get("arguments")
-                        if arguments is not None and arguments != "":
-                            partial.arguments.append(arguments)
-            if choice.get("finish_reason"):
-                finish_reason = choice["finish_reason"]
+                    _add_fragment(fragment, calls, position)
+            reason = choice.get("finish_reason")
+            if reason and (finish_reason is None or finish_reason in _COMPLETE_REASONS):
+                finish_reason = reason  # a truncating reason already seen is never overridden
     if finish_reason is None:
         raise ModelUnavailable("the model stream ended before the turn finished")
-    return normalize.normalize_turn(content="".join(text), reasoning="".join(reasoning),
-                                    raw_calls=[c for _, c in sorted(calls.items())], finish_reason=finish_reason,
-                                    taken=taken)
+    content = "".join(text) or "".join(refusal)  # a structured refusal is the model's answer
+    if legacy_call and not calls:
+        raise ModelUnavailable(_LEGACY_CALL)
+    return normalize.normalize_turn(content=content, reasoning="".join(reasoning),
+                                    raw_calls=sorted(calls, key=lambda call: call.order),
+                                    finish_reason=finish_reason, taken=taken)
+
+
+_LEGACY_CALL = ("the model answered with a legacy `function_call`, which this platform does not run "
+                "(it sends `tools` and reads `tool_calls`)")
+
+
+def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None:
+    """Add one streamed tool-call fragment to `calls` (RawCall, in the order they started).
+
+    Fragments are joined by the provider's `index`. A fragment whose `id` or function name
+    differs from the call its index holds is a new call, never a continuation (some servers send
+    every call at index 0; merging would build a call the model never made from one call's name and
+    another's arguments). A fragment without an index continues the last call, unless it starts a
+    new named one. Some providers repeat id and name on every delta: the same values continue.
+    """
+    function = fragment.get("function")
+    function = function if isinstance(function, dict) else None
+    name = function.get("name") if function is not None else None
+    call_id = fragment.get("id") or None
+    index = _call_index(fragment.get("index"))
+    current = calls[position[index]] if index is not None and index in position else \
+        (calls[-1] if index is None and calls else None)
+    starts_new = current is None or bool(
+        (call_id and current.id and call_id != current.id) or (name and current.name and name != current.name)
+        or (index is None and name and current.name and call_id != current.id))
+    if starts_new:
+        current = normalize.RawCall()
+        # Ordered by the provider's index (then by arrival); one without an index after the rest.
+        current.order = (index if index is not None else max((c.order[0] for c in calls), default=-1) + 1,
+                         len(calls))
+        calls.append(current)
+        if index is not None:
+            position[index] = len(calls) - 1
+    if call_id and not current.id:
+        current.id = call_id
+    if function is not None:
+        if name and not current.name:
+            current.name = name
+        arguments = function.get("arguments")
+        if arguments is not None and arguments != "":
+            current.arguments.append(arguments)
 
 
 def _from_completion(completion: Any, on_text: Callable[[str], None] | None, taken: set[str]) -> ModelTurn:
@@ -426,8 +471,8 @@ def _from_completion(completion: Any, on_text: Callable[[str], None] | None, tak
     not JSON or has no choice object."""
     if isinstance(completion, (str, bytes)):
         try:
-            completion = json.loads(completion)
-        except ValueError:
+            completion = loads_json(completion)
+        except (ValueError, UnicodeError):
             raise ModelUnavailable("the model endpoint sent an answer that is not JSON") from None
     choices = [choice for choice in _members(completion, "choices") if isinstance(choice, dict)]
     if not choices:
@@ -440,8 +485,13 @@ def _from_completion(completion: Any, on_text: Callable[[str], None] | None, tak
         if isinstance(function, dict):
             raw_calls.append(normalize.RawCall(id=call.get("id"), name=function.get("name"),
                                                arguments=[function.get("arguments")]))
+    if not raw_calls and isinstance(_member(message, "function_call"), dict):
+        raise ModelUnavailable(_LEGACY_CALL)
     reasoning = _member(message, "reasoning_content")
-    turn = normalize.normalize_turn(content=_member(message, "content"), raw_calls=raw_calls,
+    content = _member(message, "content")
+    if not content:
+        content = _refusal_text(_member(message, "refusal")) or content  # a structured refusal is the answer
+    turn = normalize.normalize_turn(content=content, raw_calls=raw_calls,
                                     reasoning=reasoning if isinstance(reasoning, str) else "",
                                     finish_reason=choice.get("finish_reason") or "stop", taken=taken)
     if turn.content and on_text is not None:
@@ -497,5 +547,12 @@ def complete(
     except (openai.OpenAIError, httpx2.TransportError, json.JSONDecodeError) as exc:
         # `from None`: the SDK's exception holds the request, whose headers carry the API key.
         raise model_error(exc, client=client, model=model) from None
+    except (UnicodeError, RecursionError, ValueError) as exc:
+        # Bytes that are not UTF-8, JSON nested deeper than the parser goes, a value no JSON
+        # reader would produce: the answer cannot be read, which is the endpoint's failure (never
+        # a 500 of ours). Logged by type only: the text may hold what the model was sent.
+        logger.warning("model answer could not be read: %s", type(exc).__name__)
+        raise ModelUnavailable(f"the model endpoint sent an answer that cannot be read ({type(exc).__name__})") \
+            from None
     finally:
         exchange.abandon()  # a no-op when it finished; stops it when the caller failed first

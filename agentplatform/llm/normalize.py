@@ -30,8 +30,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from agentplatform.llm.types import ModelToolCall, ModelTurn
-from agentplatform.text import storable_text, unstorable_reason
+from agentplatform.text import loads_json, storable_text, unstorable_reason
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +48,14 @@ class RawCall:
     """One tool-call entry as a provider sent it (streamed: the fragments joined by index).
 
     arguments: the argument fragments in arrival order, each a string or (some providers) a JSON
-    value such as an object; a non-streamed call has one fragment.
+    value such as an object; a non-streamed call has one fragment. order: where a streamed call
+    goes among the turn's calls ((the provider's index, arrival); agentplatform.llm.client).
     """
 
     id: Any = None
     name: Any = None
     arguments: list[Any] = field(default_factory=list)
+    order: tuple[int, int] = (0, 0)
 
 
 def internal_call_id(taken: set[str]) -> str:
@@ -185,10 +189,14 @@ def normalize_turn(*, content: Any, raw_calls: list[RawCall], finish_reason: str
 
 
 def replayable_arguments(arguments: Any) -> str:
-    """`arguments` when they parse as a JSON object PostgreSQL could store, else "{}"."""
+    """`arguments` when they parse as a JSON object PostgreSQL could store and are within
+    TOOLS_MAX_ARGUMENT_BYTES (the pipeline refused larger ones; replaying them would resend them
+    with every later request of the run), else "{}"."""
     if isinstance(arguments, str):
+        if len(arguments) > settings.TOOLS_MAX_ARGUMENT_BYTES:  # characters: at most as many as bytes
+            return "{}"
         try:
-            parsed = json.loads(arguments)
+            parsed = loads_json(arguments)
         except ValueError:
             return "{}"
         if isinstance(parsed, dict) and not unstorable_reason(parsed):

@@ -18,6 +18,7 @@ from django.db import connection, transaction
 
 from agentplatform import clock, correlation
 from agentplatform.db import Together, insert_row, select_rows, transaction_usable, update_row
+from agentplatform.text import loads_json
 from agentplatform.errors import DomainError, ModelQuotaExceeded
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
@@ -767,7 +768,7 @@ def _fail_step(run: Run, recorder: EventRecorder, code: str, message: str) -> No
 
 def _unparseable(arguments: Any) -> bool:
     try:
-        return not isinstance(json.loads(arguments), dict)
+        return not isinstance(loads_json(arguments), dict)
     except (TypeError, ValueError):
         return True
 
@@ -831,8 +832,10 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
             with _Step(recorder):
                 assistant = turn.assistant_message()
                 _append(run, assistant)
-                if not is_eligible(internal, turn):
+                if turn.complete and not is_eligible(internal, turn):
                     # User-controlled execution (seed 000 section 5.3): hand the calls to the caller.
+                    # Never those of a turn cut short (length, a filter): they are refused below,
+                    # as in internal execution, and the model is asked again.
                     run.status, run.stop_reason = Run.Status.COMPLETED, "tool_calls"
                     _save(run, "status", "stop_reason", "state", "iterations")
                     recorder.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
