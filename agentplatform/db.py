@@ -42,6 +42,20 @@ def transaction_usable() -> bool:
     return True
 
 
+def release_connection_while_waiting() -> None:
+    """Give the default connection back to Django's connection pool before this thread waits on
+    something slow, such as a model call (seconds to minutes): a handful of slow calls must not
+    hold every pooled connection while approval pages, health checks and other requests wait for
+    one (DB_POOL_MAX_SIZE per process, DB_POOL_TIMEOUT 30 s). The next query takes one from the
+    pool again (psycopg_pool: no new connection, prepared statements kept with it).
+
+    Only with a pool (DATABASES OPTIONS["pool"]) and outside a transaction; a no-op otherwise (a
+    persistent or per-request connection would have to be reopened, about 3.5 ms)."""
+    db = _db()
+    if db.vendor == "postgresql" and db.connection is not None and not db.in_atomic_block and db.pool is not None:
+        db.close()  # with a pool: putconn, not a disconnect
+
+
 # SQLSTATE codes of psycopg.errors.SerializationFailure and psycopg.errors.DeadlockDetected.
 RETRYABLE_SQLSTATES = {"40001": "serialization failure", "40P01": "deadlock detected"}
 

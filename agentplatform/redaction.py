@@ -101,4 +101,12 @@ class MaskingFilter(logging.Filter):
         masked = mask_text(message)
         if masked != message:
             record.msg, record.args = masked, None
+        for name, value in list(vars(record).items()):  # `extra=` fields too (a path, a request line)
+            if name not in _NOT_MASKED and isinstance(value, str) and value:
+                setattr(record, name, mask_text(value))
         return True
+
+
+# Every LogRecord's own attributes, and the correlation ids (hex, which a digit-run rule could garble).
+_NOT_MASKED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "request_id", "run_id", "conversation_id", "tool_call_id", "user_id", "tenant"}

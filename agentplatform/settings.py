@@ -408,8 +408,14 @@ WEB_SWEEP_SECONDS = env_int("WEB_SWEEP_SECONDS", 5)
 PLATFORM_BASE_URL = env_str("PLATFORM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
 # Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
-# django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST... in production.
-EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# SMTP (EMAIL_HOST...) by default with DEPLOY_ENV=production, where the console and file backends
+# are refused: they write every email, password-reset links included, where the logs go.
+_LOG_EMAIL_BACKENDS = ("django.core.mail.backends.console.EmailBackend", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend" if PRODUCTION
+                        else "django.core.mail.backends.console.EmailBackend")
+if PRODUCTION and EMAIL_BACKEND in _LOG_EMAIL_BACKENDS:
+    raise ImproperlyConfigured(f"EMAIL_BACKEND={EMAIL_BACKEND} is refused with DEPLOY_ENV=production: it writes "
+                               "password-reset links into the logs; use SMTP (EMAIL_HOST...) or a provider's backend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")

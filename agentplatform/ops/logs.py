@@ -8,7 +8,9 @@ of the request or task that wrote it, and never a token or secret.
 - `CorrelationFilter` adds request_id, tenant, user_id, run_id, conversation_id, tool and
   tool_call_id (those known) to every record.
 - `RedactingFilter` replaces confirmation tokens, API tokens in Authorization headers, bearer
-  values and the configured secrets (SECRET_KEY, LLM_API_KEY) in the message and its arguments.
+  values, password-reset link tokens and the configured secrets (SECRET_KEY, LLM_API_KEY) in the
+  message, its arguments and every `extra=` field; a request object (Django's request logger) is
+  logged as its method and path only, never its query string.
 - `JsonFormatter` is python-json-logger's, with the field names operators expect.
 
 LOG_FORMAT=json (default) or text; LOG_LEVEL sets the root level (WARNING), LOG_ACCESS=1 (default)
@@ -38,7 +40,20 @@ _SECRET_PATTERNS = [
     (re.compile(r"(?i)((?:api[_-]?key|token|secret|password|authorization)[\"']?\s*[:=]\s*[\"']?)[^\s\"',&}]{8,}"),
      r"\1[redacted]"),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "[redacted]"),  # OpenAI-style keys
+    # The token of a password-reset link (django.contrib.auth: /reset/<uidb64>/<token>/): whoever
+    # reads it can set the account's password.
+    (re.compile(r"(/reset/[A-Za-z0-9_\-]+/)(?!set-password/)[A-Za-z0-9]+-[A-Za-z0-9]+/"), r"\1[redacted]/"),
 ]
+
+# Attributes every LogRecord has; anything else on a record came from `extra=` (or Django's
+# `request` and `status_code`) and is cleaned like the message.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+def loggable_request(request: Any) -> str:
+    """What a log line may say about an HttpRequest: its method and path, redacted, without the
+    query string (which may carry anything a client put there: tokens, keys, phone numbers)."""
+    return redact(f"{getattr(request, 'method', '')} {getattr(request, 'path', '')}".strip())
 
 
 def incoming_request_id(value: str | None) -> str:
@@ -83,6 +98,14 @@ class RedactingFilter(logging.Filter):
         except Exception:  # noqa: BLE001 - a malformed record still logs, as its raw template
             message = str(record.msg)
         record.msg, record.args = redact(message), None
+        for name, value in list(vars(record).items()):
+            if name in _RECORD_ATTRIBUTES:
+                continue
+            if isinstance(value, HttpRequest) or (name == "request" and not isinstance(value, str)):
+                # Django's request logger passes the request itself; its repr has the query string.
+                setattr(record, name, loggable_request(value))
+            elif isinstance(value, str):
+                setattr(record, name, redact(value))
         return True
 
 

@@ -8,7 +8,7 @@ from django.db import IntegrityError, connection
 from django.db.models import Max
 from django.utils import timezone
 
-from agentplatform.db import insert_row
+from agentplatform.db import insert_row, release_connection_while_waiting
 from agentplatform.redaction import mask_json, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
@@ -94,6 +94,8 @@ class EventRecorder:
         self._text += delta
         if _monotonic() - self._stored_at >= MODEL_TEXT_FLUSH_SECONDS or len(self._text) >= MODEL_TEXT_MAX_CHARS:
             self.flush_text(final=len(self._text) >= MODEL_TEXT_MAX_CHARS)
+            # Still inside the model call: the pooled connection goes back until the next flush.
+            release_connection_while_waiting()
 
     def flush_text(self, *, final: bool = True) -> None:
         """Store the buffered text. Not final (a timed flush): a tail that may be the start of a

@@ -17,7 +17,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from agentplatform import clock, correlation
-from agentplatform.db import Together, insert_row, select_rows, transaction_usable, update_row
+from agentplatform.db import (Together, insert_row, release_connection_while_waiting, select_rows,
+                              transaction_usable, update_row)
 from agentplatform.text import loads_json
 from agentplatform.errors import DomainError, ModelQuotaExceeded
 from agentplatform.llm import pending as llm_pending
@@ -820,6 +821,7 @@ def _advance(run: Run, ctx: ToolContext, recorder: EventRecorder, manager: ToolC
                 definitions, ctx = manager.resolve(ctx, refresh=True)
             first = False
             _admission(run)
+            release_connection_while_waiting()  # no pooled connection held through the model call
             turn = complete_in_window(system=system, memory=memory, messages=run.state["messages"],
                                       tools=definitions, on_text=recorder.text)
             # The rest of the streamed text is stored with the step that follows (its first

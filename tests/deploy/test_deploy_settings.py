@@ -119,3 +119,15 @@ def test_schema_and_swagger_can_be_restricted_to_signed_in_users(client, setting
     settings.API_DOCS_REQUIRE_LOGIN = False
     client.logout()
     assert client.get("/api/schema/").status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["django.core.mail.backends.console.EmailBackend",
+                                     "django.core.mail.backends.filebased.EmailBackend"])
+def test_production_refuses_an_email_backend_that_writes_reset_links_into_the_logs(tmp_path, backend):
+    key = {"SECRET_KEY": secrets.token_urlsafe(64)}
+    refused = _manage("check", env={**PRODUCTION, **key, "EMAIL_BACKEND": backend}, tmp_path=tmp_path)
+    default = _manage("shell", "-c", "from django.conf import settings; print(settings.EMAIL_BACKEND)",
+                      env={**PRODUCTION, **key}, tmp_path=tmp_path)
+
+    assert refused.returncode != 0 and "EMAIL_BACKEND" in refused.stderr
+    assert default.stdout.strip().splitlines()[-1] == "django.core.mail.backends.smtp.EmailBackend", default.stderr

@@ -117,3 +117,54 @@ def test_tool_and_tool_call_id_are_bound_while_a_call_runs(monkeypatch):
     manager.ToolCallingManager().execute_call(None, call, {})
     assert seen["tool"] == "query_inventory" and seen["tool_call_id"] == "call_1"
     assert "tool" not in correlation.log_fields()  # unbound afterwards
+
+
+@pytest.fixture
+def masked_log_lines():
+    """As log_lines, with the masking filter of settings.LOGGING too."""
+    from agentplatform.redaction import MaskingFilter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    for each in (CorrelationFilter(), RedactingFilter(), MaskingFilter()):
+        handler.addFilter(each)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield lambda: stream.getvalue()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def test_a_password_reset_links_token_never_reaches_the_logs(client, db, masked_log_lines):
+    # found by an operations probe (session 6): the access line recorded the link's token
+    client.get("/accounts/reset/NA/dix185-3c8049ef09a95ef19c02e0199a7cf500/")
+
+    text = masked_log_lines()
+    assert "/accounts/reset/NA/" in text  # the access line is there
+    assert "3c8049ef09a95ef19c02e0199a7cf500" not in text and "dix185-" not in text
+
+
+def test_query_strings_never_reach_the_logs_through_djangos_request_logger(client, db, masked_log_lines):
+    # an anonymous API call: django.request logs "Unauthorized" with the request object as `extra`
+    response = client.get("/api/v1/tools/?confirmation_token=ct_Ui99s7a_j4ufelGBPgnHgk9AG25OP5p95naKhvKBR2o"
+                          "&phone=13812345678&api_key=ap_0123456789abcdef&password=hunter2hunter2")
+
+    assert response.status_code in (401, 403)
+    text = masked_log_lines()
+    assert "/api/v1/tools/" in text
+    for secret in ("ct_Ui99s7a", "13812345678", "ap_0123456789abcdef", "hunter2hunter2"):
+        assert secret not in text, secret
+
+
+def test_extra_fields_are_redacted_and_masked_like_the_message(masked_log_lines):
+    logging.getLogger("agentplatform.test").warning("something", extra={
+        "detail": "Bearer abcdefghijklmnopqrstuvwxyz0123456789 for 13812345678", "request_id": "12345678901234567890"})
+
+    line = json.loads(masked_log_lines().splitlines()[-1])
+    assert "abcdefghijklmnopqrstuvwxyz0123456789" not in line["detail"] and "13812345678" not in line["detail"]
+    assert line["request_id"] == "12345678901234567890"  # correlation ids are never masked
