@@ -76,12 +76,12 @@ TOOL_DECISIONS = Counter(
 PERMISSION_CODES = frozenset({"PERMISSION_DENIED", "POLICY_DENIED", "TOOL_DISABLED", "TOOL_NOT_ALLOWED"})
 DUPLICATE_CODES = frozenset({"IN_PROGRESS", "OUTCOME_UNKNOWN", "IDEMPOTENCY_CONFLICT"})
 
-_seen: dict[str, set[str]] = {"tool": set(), "tenant": set()}
+_seen: dict[str, set[str]] = {"tool": set(), "tenant": set(), "status": set()}
 _seen_lock = threading.Lock()
 
 
 def bounded(kind: str, value: str) -> str:
-    """`value` as a label of `kind` ("tool" or "tenant"), or "_other" once this process has seen
+    """`value` as a label of `kind` ("tool", "tenant" or "status"), or "_other" once this process has seen
     METRICS_MAX_LABEL_VALUES distinct ones."""
     value = (value or "-")[:100]
     seen = _seen[kind]
@@ -106,9 +106,12 @@ def audit_decision(*, tool_name: str, decision: str, status: str, tenant_id: int
     decision: an AuditEvent.Decision value; status: the stable result code (ToolResult.code) or
     the confirmation request's status.
     """
-    TOOL_DECISIONS.labels(tool=tool_name, decision=decision, status=status).inc()
     if decision == "NOT_FOUND":
         tool_name = "_unknown"  # a name the model invented: never a label of its own
+    # Bounded labels: a tool name, or a status such as an edit's REVISION_<n>, must not make a
+    # new series per value (the model and the approvers choose them).
+    status = "REVISION" if status.startswith("REVISION_") else bounded("status", status)
+    TOOL_DECISIONS.labels(tool=bounded("tool", tool_name), decision=decision, status=status).inc()
     labels = _labels(tool_name=tool_name, tenant_id=tenant_id)
     if decision in ("EXECUTED", "FAILED"):
         TOOL_EXECUTION.labels(**labels).inc()

@@ -23,7 +23,7 @@ SECTION_37 = [
 def _fresh_label_bounds(monkeypatch):
     """Each test starts with no label values seen: the suite creates hundreds of tenants, more than
     METRICS_MAX_LABEL_VALUES, and later ones would count as `_other`."""
-    monkeypatch.setattr(metrics, "_seen", {"tool": set(), "tenant": set()})
+    monkeypatch.setattr(metrics, "_seen", {"tool": set(), "tenant": set(), "status": set()})
 
 
 def sample(name: str, **labels) -> float:
@@ -133,3 +133,27 @@ def test_metrics_is_restricted_by_network_or_token(client, db, settings, remote,
 def test_metrics_can_be_switched_off(client, db, settings):
     settings.METRICS_ENABLED = False
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 404
+
+
+def _label_values(family: str, label: str) -> set:
+    return {s.labels.get(label) for f in REGISTRY.collect() if f.name == family for s in f.samples}
+
+
+def test_no_label_takes_a_value_the_model_or_an_approver_chose():
+    # found by an operations probe (session 6): the decisions counter took the raw invented name
+    # (a model can put personal data in it) and a new status per edit revision
+    metrics.audit_decision(tool_name="lookup_customer_13812345678_liu.yang@example.com", decision="NOT_FOUND",
+                           status="TOOL_NOT_FOUND", tenant_id=1)
+    for revision in range(1, 4):
+        metrics.audit_decision(tool_name="refund_order", decision="EDITED", status=f"REVISION_{revision}",
+                               tenant_id=1)
+
+    tools = _label_values("agentplatform_tool_decisions", "tool")
+    statuses = _label_values("agentplatform_tool_decisions", "status")
+    assert not any("13812345678" in (t or "") for t in tools) and "_unknown" in tools
+    assert "REVISION" in statuses and not any((s or "").startswith("REVISION_") for s in statuses)
+
+
+def test_status_labels_are_bounded(settings):
+    settings.METRICS_MAX_LABEL_VALUES = 2
+    assert [metrics.bounded("status", s) for s in ("OK", "X1", "X2")] == ["OK", "X1", "_other"]
