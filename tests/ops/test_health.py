@@ -57,3 +57,23 @@ def test_readyz_is_200_with_a_reachable_broker(client, db, settings):
     response = client.get("/readyz")
     assert response.status_code == 200, response.content
     assert response.json()["checks"]["broker"]["status"] == "ok"
+
+
+def test_readyz_answers_within_seconds_when_the_database_does_not(client, db, monkeypatch):
+    # found by an operations probe (session 6): an unreachable database held /readyz for the pool's
+    # timeout twice (database, then migrations): 62 s
+    import time
+
+    from agentplatform.ops import health
+
+    monkeypatch.setattr(health, "READYZ_CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(health, "check_database", lambda: time.sleep(5))
+    started = time.monotonic()
+
+    response = client.get("/readyz")
+
+    assert time.monotonic() - started < 2.5
+    body = response.json()
+    assert response.status_code == 503
+    assert body["checks"]["database"] == {"status": "error", "error": "CheckTimeout", "ms": body["checks"]["database"]["ms"]}
+    assert body["checks"]["migrations"]["status"] == "skipped"
