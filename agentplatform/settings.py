@@ -92,6 +92,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Cache-Control: private, no-store for a signed-in user's pages and the API (agentplatform.ops.caching).
+    "agentplatform.ops.caching.PrivateNoStoreMiddleware",
     # remembers the request, so control-plane audit rows name the actor (agentplatform.tenancy.actor)
     "agentplatform.tenancy.actor.ActorMiddleware",
     # Expire requests past their deadline before anything is read (docs/decisions.md, item 9).

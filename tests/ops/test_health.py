@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agentplatform.ops import health
+from tests.api.conftest import api  # noqa: F401 - fixture
 
 
 def test_healthz_answers_without_the_database(client, django_assert_num_queries, db):
@@ -77,3 +78,23 @@ def test_readyz_answers_within_seconds_when_the_database_does_not(client, db, mo
     assert response.status_code == 503
     assert body["checks"]["database"] == {"status": "error", "error": "CheckTimeout", "ms": body["checks"]["database"]["ms"]}
     assert body["checks"]["migrations"]["status"] == "skipped"
+
+
+@pytest.mark.parametrize("path", ["/approvals/", "/approvals/mine/", "/chat/"])
+def test_a_signed_in_users_pages_are_not_kept_by_browsers_or_proxies(client, requester, path):
+    client.force_login(requester)
+    response = client.get(path)
+
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
+
+
+def test_api_answers_are_not_kept_either(api, requester):
+    response = api(requester).get("/api/v1/tools/")
+
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
+
+
+def test_anonymous_pages_and_static_files_keep_their_caching(client, db):
+    assert "no-store" not in client.get("/accounts/password_reset/").get("Cache-Control", "")
+    assert "public" in client.get("/static/js/api.js")["Cache-Control"]
