@@ -25,6 +25,12 @@ def _approvable_tools(user) -> QuerySet:
     return get_objects_for_user(user, "tools.approve_tool", klass=tool_model, accept_global_perms=False)
 
 
+def approvals_counted(request: ConfirmationRequest) -> int:
+    """How many decisions count towards `request`'s quorum now: APPROVE and EDIT on its current
+    revision (an edit restarts the quorum), as the pages and the quorum check count them."""
+    return Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision).count()
+
+
 def _annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
     """Add `approvals_count` (APPROVE and EDIT decisions on the current revision: an edit restarts
     the quorum) and `decided_by_me` (on the current revision); prefetch the decisions."""

@@ -18,7 +18,7 @@ from django.urls import reverse
 from agentplatform import clock
 from agentplatform.redaction import mask_json
 from approvals import selectors
-from approvals.models import Approval, ConfirmationRequest
+from approvals.models import ConfirmationRequest
 from approvals.presentation import fact_rows
 
 REQUESTED = "approval.requested"
@@ -41,14 +41,14 @@ def request_document(request: ConfirmationRequest, *, event: str, message_id: uu
 
     Shape: {"id": message uuid, "event", "occurred_at": ISO, "tenant": slug, "request": {"id",
     "url" (approver dashboard), "requester_url" (the conversation), "tool", "summary", "risk",
-    "quorum", "approvals" (APPROVE decisions so far), "status", "outcome", "outcome_label",
+    "quorum", "approvals" (decisions counted towards the quorum: APPROVE and EDIT on the current revision), "status", "outcome", "outcome_label",
     "requester", "decided_by", "reason", "created_at", "expires_at", "facts": [{"name", "label",
     "value", "changed", "was"}], "written_by_assistant": [{"field", "text", "truncated"}]},
     "text": plain text ready for a chat message}.
     """
     facts = selectors.approval_facts(request, live=request.status == ConfirmationRequest.Status.PENDING)
     outcome = selectors.outcome_of(request)
-    approvals = Approval.objects.filter(request_id=request.pk, decision=Approval.Decision.APPROVE).count()
+    approvals = selectors.approvals_counted(request)  # the current revision's, as the quorum counts them
     decided_by = request.decided_by.get_username() if request.decided_by_id else None
     body = {
         "id": str(message_id or uuid.uuid4()),

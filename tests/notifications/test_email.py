@@ -164,3 +164,27 @@ def test_a_call_sent_back_to_approvers_emails_them(requester, django_capture_on_
     assert _to(mail.outbox) == ["acme-approver1@example.com", "acme-approver2@example.com"]
     assert f"/approvals/{request.pk}/" in mail.outbox[0].body
     assert pending.token not in mail.outbox[0].body
+
+
+def test_the_requesters_email_counts_approvals_as_the_quorum_does(make_refund, approver1, approver2,
+                                                                   django_capture_on_commit_callbacks):
+    # found by a probe (session 6): after an edit the email said "Approvals: 1 / 2" of a call that
+    # ran with 2 of 2 (the edit counts; decisions on an earlier revision do not)
+    request = make_refund()
+    with django_capture_on_commit_callbacks(execute=True):
+        approvals.confirmation_approve(request_id=request.pk, approver=approver1)  # revision 0: stops counting
+    stored = ConfirmationRequest.objects.get(pk=request.pk)
+    edited = {**stored.arguments, "amount": "100.00"}
+    from approvals.amendments import confirmation_edit
+
+    with django_capture_on_commit_callbacks(execute=True):
+        confirmation_edit(request_id=request.pk, editor=approver2, arguments=edited,
+                          base_arguments_hash=stored.arguments_hash)
+    mail.outbox.clear()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        approvals.confirmation_approve(request_id=request.pk, approver=approver1,
+                                       arguments_hash=ConfirmationRequest.objects.get(pk=request.pk).arguments_hash)
+
+    decided = [m for m in mail.outbox if "acme-requester@example.com" in m.to]
+    assert decided and "Approvals: 2 / 2" in decided[0].body, [m.body for m in decided]
