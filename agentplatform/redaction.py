@@ -10,6 +10,7 @@ What is masked, wherever it appears in a string (not only under a telling key):
 | national id (PRC resident id) | 17 digits + a digit or X | first 4 + `****` + last 4 |
 | US social security number | `123-45-6789` | `***-**-6789` |
 | phone number | PRC mobile `1[3-9]` + 9 digits (optionally `+86`, spaces or dashes), or `+` country code and 7-13 digits | first 3 + `****` + last 4 digits |
+| email address | `local@domain.tld` | first character of the local part + `***@` + the domain |
 
 A match must stand alone (no letter, digit or `_` glued to it), so order ids (`A202607290001`), SKUs
 and UUIDs stay readable. Masked output never matches again (idempotent). Lives in the project
@@ -32,6 +33,7 @@ PHONE = re.compile(r"(?<![\w\-+])(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}(?
 
 
 _ANY_DIGIT = re.compile(r"\d")
+EMAIL = re.compile(r"(?<![\w.%+\-])([A-Za-z0-9._%+\-]+)@([A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,})(?![\w\-])")
 
 
 def _digits(text: str) -> str:
@@ -57,6 +59,8 @@ def mask_text(text: str) -> str:
     if not isinstance(text, str) or not text:
         return text
     text = TOKEN.sub("[redacted token]", text)
+    if "@" in text:
+        text = EMAIL.sub(lambda m: m.group(1)[0] + "***@" + m.group(2), text)
     if not _ANY_DIGIT.search(text):  # every pattern below needs a digit
         return text
     text = NATIONAL_ID.sub(_keep_ends, text)
@@ -77,7 +81,7 @@ def mask_json(value: Any) -> Any:
 
 
 # What a stream may still be in the middle of: a digit run (card, id, phone) or a token prefix.
-_OPEN_TAIL = re.compile(r"(?:[+\d][\d \-]*[Xx]?|\bc|\bct|\bct_[A-Za-z0-9_\-]*)$")
+_OPEN_TAIL = re.compile(r"(?:[+\d][\d \-]*[Xx]?|\bc|\bct|\bct_[A-Za-z0-9_\-]*|[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]*)$")
 
 
 def split_open_tail(text: str) -> tuple[str, str]:
