@@ -30,10 +30,15 @@ REFUSALS = {
     "CONFIRMATION_EXPIRED": "This request expired before your decision; nothing was done. / 该请求已过期，未执行任何操作。",
     "ALREADY_DECIDED": ("This request was already decided, so your decision was not recorded. "
                         "/ 该请求已被处理，您的决定未被记录。"),
+    # The same code for a second decision of the same approver (a double submit, the back button):
+    # their first decision was recorded and stands.
+    "ALREADY_DECIDED_BY_ME": ("You already decided this request; that decision stands and was not recorded twice. "
+                              "/ 您已处理过该请求，之前的决定仍然有效，未重复记录。"),
     "APPROVAL_FORBIDDEN": "You may not decide this request: {message} / 您无权处理该请求。",
     "INVALID_ARGUMENTS": "{message}",
-    "ARGUMENTS_CHANGED": ("Another approver changed the arguments while you were editing; nothing was saved. Read "
-                          "the request again. / 其他审批人已修改参数，您的修改未保存，请重新查看。"),
+    "ARGUMENTS_CHANGED": ("Another approver changed the arguments after you opened this request; nothing was "
+                          "saved. Read the request again before you decide. / 您打开此请求后，其他审批人修改了参数，"
+                          "未保存任何内容，请重新查看后再作决定。"),
     "EDIT_UNCHANGED": "Your edit changes nothing once normalised. / 修改后的参数与当前参数相同。",
 }
 
@@ -170,11 +175,18 @@ def live(request: HttpRequest) -> JsonResponse:
     })
 
 
+def _refusal_text(error: DomainError) -> str:
+    """What a person reads for a refused decision (REFUSALS), in the words that fit the case."""
+    key = error.code
+    if key == "ALREADY_DECIDED" and error.message == "you already decided this request":
+        key = "ALREADY_DECIDED_BY_ME"
+    return REFUSALS.get(key, "{message}").format(message=error.message)
+
+
 def _refused(request: HttpRequest, error: DomainError) -> HttpResponse:
     if isinstance(error, NotFound):
         raise Http404(error.message)
-    template = REFUSALS.get(error.code, "{message}")
-    messages.error(request, template.format(message=error.message), extra_tags=error.code)
+    messages.error(request, _refusal_text(error), extra_tags=error.code)
     return redirect("approvals:pending")
 
 
@@ -325,8 +337,7 @@ def withdraw(request: HttpRequest, request_id: str) -> HttpResponse:
     except DomainError as error:
         if isinstance(error, NotFound):
             raise Http404(error.message)
-        messages.error(request, REFUSALS.get(error.code, "{message}").format(message=error.message),
-                       extra_tags=error.code)
+        messages.error(request, _refusal_text(error), extra_tags=error.code)
         return redirect("approvals:mine")
     messages.success(request, f"Withdrawn; nothing will run. / 已撤回，不会执行。 — {withdrawn.summary}")
     return redirect("approvals:mine")

@@ -223,3 +223,15 @@ def test_my_requests_and_history_page_through_with_the_shared_pager(client, requ
     client.force_login(approver1)
     history = client.get(reverse("approvals:history")).content.decode()
     assert refund_request.summary.split(" / ")[0][:20] in history and 'class="pager"' not in history
+
+
+def test_a_second_click_says_the_first_decision_stands(client, approver1, refund_request):
+    # found by a probe (session 6): a double submit read "your decision was not recorded"
+    _page(client, approver1)
+    first = client.post(_approve_url(refund_request), {"comment": "ok"})
+    again = client.post(_approve_url(refund_request), {"comment": "ok"})
+
+    assert first.status_code == again.status_code == 302
+    text = _messages(again)[-1][1]
+    assert "already decided this request" in text and "stands" in text and "not recorded." not in text
+    assert Approval.objects.filter(approver=approver1).count() == 1
