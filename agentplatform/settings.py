@@ -388,6 +388,9 @@ LLM_DEADLINE_SECONDS = env_float("LLM_DEADLINE_SECONDS", 120.0)
 
 # --- Agent runtime ------------------------------------------------------------
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 6)
+# Tool calls one model turn may make; a turn with more is refused whole (TOO_MANY_TOOL_CALLS,
+# nothing runs) and the model is asked again: a runaway turn must not fan out into side effects.
+AGENT_MAX_TOOL_CALLS_PER_TURN = env_int("AGENT_MAX_TOOL_CALLS_PER_TURN", 32)
 AGENT_MEMORY_WINDOW = env_int("AGENT_MEMORY_WINDOW", 20)
 AGENT_MEMORY_FULL_TOOL_TRACE = env_bool("AGENT_MEMORY_FULL_TOOL_TRACE", False)
 AGENT_INTERNAL_TOOL_EXECUTION = env_bool("AGENT_INTERNAL_TOOL_EXECUTION", True)

@@ -776,13 +776,20 @@ def _unparseable(arguments: Any) -> bool:
 
 def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCallingManager,
                  recorder: EventRecorder) -> bool:
-    """Refuse a whole turn that was cut short (finish_reason length/content_filter) or carries a call
-    with unparseable arguments: nothing in it executes, and every call id is told why (issue 2 item
-    9; DESIGN section 9: execute only after a complete model turn). Returns True when refused."""
-    bad = {c.id for c in turn.tool_calls if _unparseable(c.arguments)} if turn.complete else set()
-    if turn.complete and not bad:
+    """Refuse a whole turn that was cut short (finish_reason length/content_filter), carries a call
+    with unparseable arguments, or makes more than AGENT_MAX_TOOL_CALLS_PER_TURN calls: nothing in
+    it executes, and every call id is told why (issue 2 item 9; DESIGN section 9: execute only after
+    a complete model turn). Returns True when refused."""
+    limit = settings.AGENT_MAX_TOOL_CALLS_PER_TURN
+    too_many = turn.complete and len(turn.tool_calls) > limit
+    bad = {c.id for c in turn.tool_calls if _unparseable(c.arguments)} if turn.complete and not too_many else set()
+    if turn.complete and not bad and not too_many:
         return False
-    if bad:
+    code = "TURN_INCOMPLETE"
+    if too_many:
+        code = "TOO_MANY_TOOL_CALLS"
+        why = f"your reply made {len(turn.tool_calls)} tool calls, more than the {limit} one turn may make"
+    elif bad:
         # The broken calls go through the pipeline, which rejects them at step 2 (and audits them).
         for message in manager.execute_tool_calls(ctx, turn.assistant_message(), on_event=recorder.emit,
                                                   only=bad).tool_messages:
@@ -790,8 +797,8 @@ def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCalli
         why = "another call in the same turn had unparseable arguments"
     else:
         why = f"your reply was cut off (finish_reason={turn.finish_reason})"
-    result = ToolResult.failure("TURN_INCOMPLETE", f"{why}; no tool was executed; send complete tool calls again",
-                                retryable=True, terminal=False)
+    again = f"make at most {limit} calls" if too_many else "send complete tool calls again"
+    result = ToolResult.failure(code, f"{why}; no tool was executed; {again}", retryable=True, terminal=False)
     for call in turn.tool_calls:
         if call.id in bad:
             continue

@@ -53,3 +53,38 @@ def test_a_streamed_turn_cut_by_length_executes_nothing(requester, scripted_mode
     assert "length" in answers["call_cut"]["message"]
     assert outcome.run.final_answer == "I was cut off."
     assert not AuditEvent.objects.filter(tool_name="query_inventory", decision="EXECUTED").exists()
+
+
+def test_a_turn_with_more_calls_than_allowed_runs_none_of_them(requester, scripted_model, settings, monkeypatch):
+    # a runaway turn (an attack in session 6 ran 1,000 calls of one turn): refused whole, the model
+    # is told the limit and asked again
+    settings.AGENT_MAX_TOOL_CALLS_PER_TURN = 3
+    calls = []
+    monkeypatch.setattr("tools.catalog.services.StockLevel.objects.filter",
+                        lambda **kw: calls.append(kw) or StockLevel.objects.none())
+    scripted_model.enqueue(
+        json_response(completion(tool_calls=[function_call(f"call_{i}", "query_inventory", GOOD) for i in range(4)],
+                                 finish_reason="tool_calls")),
+        json_response(completion(content="I will ask for less.")),
+    )
+
+    outcome = services.chat_send(user=requester, message="stock of SKU-10001, four times")
+
+    answers = _tool_messages(scripted_model.requests[1])
+    assert calls == [] and not AuditEvent.objects.filter(decision="EXECUTED").exists()
+    assert {a["code"] for a in answers.values()} == {"TOO_MANY_TOOL_CALLS"} and len(answers) == 4
+    assert "at most 3" in answers["call_0"]["message"]
+    assert outcome.run.final_answer == "I will ask for less."
+
+
+def test_a_turn_at_the_limit_runs(requester, scripted_model, settings):
+    settings.AGENT_MAX_TOOL_CALLS_PER_TURN = 2
+    scripted_model.enqueue(
+        json_response(completion(tool_calls=[function_call(f"call_{i}", "query_inventory", GOOD) for i in range(2)],
+                                 finish_reason="tool_calls")),
+        json_response(completion(content="done")),
+    )
+
+    services.chat_send(user=requester, message="stock of SKU-10001, twice")
+
+    assert AuditEvent.objects.filter(tool_name="query_inventory", decision__in=("EXECUTED", "IDEMPOTENT_HIT")).count() == 2
