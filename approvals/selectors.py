@@ -97,6 +97,26 @@ def deciders_of(request: ConfirmationRequest) -> QuerySet:
         pk__in=Approval.objects.filter(request_id=request.pk).values("approver_id")).order_by("pk")
 
 
+def quorum_shortfall(request: ConfirmationRequest) -> int:
+    """For a PENDING approver-gated request: how many approvals it still needs beyond what the
+    people who may still decide its current revision can give (0 when its quorum is reachable,
+    and for any other request). Those people: active members of its tenant holding `approve_tool`
+    on its tool through a user or group grant, not its requester, not having decided this revision
+    (the service's rules: approvals.services._decide)."""
+    if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
+        return 0
+    from guardian.shortcuts import get_users_with_perms
+
+    needed = request.quorum - approvals_counted(request)
+    if needed <= 0:
+        return 0
+    able = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
+                                with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True) \
+        .exclude(pk=request.user_id) \
+        .exclude(pk__in=Approval.objects.filter(request_id=request.pk, revision=request.revision).values("approver_id"))
+    return max(0, needed - able.count())
+
+
 def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
     """Approver-gated requests of the user's tenant that `user` can no longer decide, newest first.
 

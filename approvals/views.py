@@ -321,6 +321,7 @@ def mine(request: HttpRequest) -> HttpResponse:
         row.decider = services.decider(row)
         row.argument_items = _argument_items(row.masked_arguments)
         row.can_withdraw = row.outcome["outcome"] == "PENDING"
+        row.shortfall = selectors.quorum_shortfall(row) if row.can_withdraw else 0
         rows.append(row)
     return render(request, "approvals/my_requests.html", {"rows": rows, "page": page})
 

@@ -17,7 +17,7 @@ from agentplatform.api.views.approvals import ApprovalRequestSerializer
 from agentplatform.errors import NotFound
 from approvals import amendments
 from approvals.models import ConfirmationRequest
-from approvals.selectors import approval_facts, outcome_of, requests_of
+from approvals.selectors import approval_facts, outcome_of, quorum_shortfall, requests_of
 from approvals.services import decider
 from tools.models import RiskLevel
 
@@ -51,6 +51,10 @@ class MyRequestSerializer(serializers.Serializer):
     reason = serializers.CharField(source="decision_reason", allow_blank=True, help_text=(
         "Why it ended: a rejection's reason, the guidance, a withdrawal's reason, ..."))
     can_withdraw = serializers.SerializerMethodField(help_text="True while it is pending: POST .../withdraw/.")
+    quorum_shortfall = serializers.SerializerMethodField(help_text=(
+        "Pending approver-gated requests: how many approvals it still needs beyond what the people who may "
+        "decide it now can give (0 when its quorum is reachable). Above 0 it can only expire: withdraw it, or "
+        "have approve_tool granted."))
     conversation_id = serializers.UUIDField()
     run_id = serializers.UUIDField(allow_null=True)
     created_at = serializers.DateTimeField()
@@ -79,6 +83,9 @@ class MyRequestSerializer(serializers.Serializer):
     @extend_schema_field(serializers.BooleanField())
     def get_can_withdraw(self, request: ConfirmationRequest) -> bool:
         return request.status == Status.PENDING and request.expires_at > clock.now()
+
+    def get_quorum_shortfall(self, request: ConfirmationRequest) -> int:
+        return quorum_shortfall(request) if self.get_can_withdraw(request) else 0
 
     @extend_schema_field(serializers.JSONField())
     def get_facts(self, request: ConfirmationRequest) -> dict:
