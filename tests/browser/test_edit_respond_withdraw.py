@@ -143,6 +143,7 @@ def test_the_requester_sees_and_withdraws_a_pending_request(open_person, request
     mine = _card(alice, request_id)
     expect(mine.locator("[data-testid=status]")).to_have_text("PENDING")
     expect(mine.locator("[data-testid=quorum]")).to_have_text("1 / 2")
+    expect(mine.locator("[data-testid=quorum-unreachable]")).to_have_count(0)  # approver2 may still decide
     expect(mine.locator("[data-testid=decisions]")).to_contain_text(approver1.username)
     expect(mine.locator("[data-testid=decisions]")).to_contain_text("looks fine to me")
     expect(mine.locator("[data-testid=expires]")).to_contain_text("UTC")
@@ -164,3 +165,23 @@ def test_the_requester_sees_and_withdraws_a_pending_request(open_person, request
     expect(_card(services_client, request_id)).to_have_count(0)
     assert Refund.objects.count() == 0
     assert alice.console_errors == []
+
+
+def test_the_requester_sees_when_a_quorum_can_no_longer_be_reached(open_person, requester, approver1, approver2):
+    # found by a probe (session 6): "PENDING 1 / 2" until expiry, although nobody else could decide
+    from approvals import services as approvals
+
+    expect = _expect()
+    request_id, _ = _refund_requested(requester)
+    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver2.is_active = False
+    approver2.save(update_fields=["is_active"])
+
+    alice = open_person("requester")
+    alice.sign_in(requester.username, DEMO_PASSWORD, next_path="/approvals/mine/")
+    warning = _card(alice, request_id).locator("[data-testid=quorum-unreachable]")
+    expect(warning).to_be_visible()
+    expect(warning).to_contain_text("cannot be reached")
+    expect(warning).to_contain_text("无法达到")
+    _named_shot(alice, "my-requests-quorum-unreachable.png")
+
