@@ -88,10 +88,16 @@ def split_open_tail(text: str) -> tuple[str, str]:
     """(safe, held): `held` is the end of `text` that may be the first part of something masked
     (a number or token cut by streaming); store `mask_text(safe)` now and prepend `held` to what
     comes next. At the end of the stream store `mask_text(held)` too."""
-    match = _OPEN_TAIL.search(text)
+    # Only the end can be open, and nothing masked is longer than this: searching the whole text
+    # was quadratic in its length.
+    start = max(0, len(text) - _TAIL_WINDOW)
+    match = _OPEN_TAIL.search(text, start)
     if match is None or match.start() == 0:
         return (text, "") if match is None else ("", text)
     return text[:match.start()], text[match.start():]
+
+
+_TAIL_WINDOW = 320  # characters: longer than any token, number or email address the table masks
 
 
 class MaskingFilter(logging.Filter):

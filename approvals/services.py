@@ -297,10 +297,12 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
     now = clock.now()
     correlation.set_run_id(request.run_id)
-    _require_open(request, now=now)
-    # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3).
+    # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3). Checked
+    # before whether the request is still open: a second click after the first one ended it (a
+    # rejection, the approval that reached the quorum) is told that its first decision stands.
     if Approval.objects.filter(request=request, approver=actor, revision=request.revision).exists():
         raise ConfirmationAlreadyDecided("you already decided this request")
+    _require_open(request, now=now)
     # An approval is of the arguments the approver saw: when they were edited meanwhile (or the
     # request was ever edited and the approver does not say which arguments), it is refused.
     if approve and (arguments_hash or request.revision) and arguments_hash != request.arguments_hash:

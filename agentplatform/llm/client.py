@@ -412,8 +412,8 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
                         continue
                     _add_fragment(fragment, calls, position)
             reason = choice.get("finish_reason")
-            if reason and (finish_reason is None or finish_reason in _COMPLETE_REASONS):
-                finish_reason = reason  # a truncating reason already seen is never overridden
+            if reason and (finish_reason is None or normalize.finish_reason_of(finish_reason) in _COMPLETE_REASONS):
+                finish_reason = reason  # a truncating reason already seen (in any spelling) is never overridden
     if finish_reason is None:
         raise ModelUnavailable("the model stream ended before the turn finished")
     content = "".join(text) or "".join(refusal)  # a structured refusal is the model's answer
@@ -424,18 +424,50 @@ def _assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | Non
                                     finish_reason=finish_reason, taken=taken)
 
 
+class _CallerError(Exception):
+    """An exception of the caller's `on_text`, carried through `complete()`'s handling of the
+    provider's failures and re-raised as it was."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+def _surfacing(on_text: Callable[[str], None]) -> Callable[[str], None]:
+    def call(text: str) -> None:
+        try:
+            on_text(text)
+        except Exception as error:  # noqa: BLE001 - re-raised unchanged by complete()
+            raise _CallerError(error) from error
+    return call
+
+
 _LEGACY_CALL = ("the model answered with a legacy `function_call`, which this platform does not run "
                 "(it sends `tools` and reads `tool_calls`)")
+
+
+def _whole(call: normalize.RawCall) -> bool:
+    """True when `call`'s argument fragments so far already form one JSON value."""
+    text = "".join(part if isinstance(part, str) else json.dumps(part) for part in call.arguments)
+    if not text.strip():
+        return False
+    try:
+        loads_json(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None:
     """Add one streamed tool-call fragment to `calls` (RawCall, in the order they started).
 
-    Fragments are joined by the provider's `index`. A fragment whose `id` or function name
-    differs from the call its index holds is a new call, never a continuation (some servers send
-    every call at index 0; merging would build a call the model never made from one call's name and
-    another's arguments). A fragment without an index continues the last call, unless it starts a
-    new named one. Some providers repeat id and name on every delta: the same values continue.
+    Fragments are joined by the provider's `index`. At an index that holds a call, a fragment
+    naming another function is a new call, never a continuation (some servers send every call at
+    index 0; merging would build a call the model never made from one call's name and another's
+    arguments); so is one naming the same function under another id once the call's arguments are
+    whole. Any other fragment continues the call: some providers repeat the id and name on every
+    delta, and some change the id on later chunks of the same call. A fragment without an index
+    continues the last call, unless it starts a new named one with another id.
     """
     function = fragment.get("function")
     function = function if isinstance(function, dict) else None
@@ -444,9 +476,16 @@ def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None
     index = _call_index(fragment.get("index"))
     current = calls[position[index]] if index is not None and index in position else \
         (calls[-1] if index is None and calls else None)
-    starts_new = current is None or bool(
-        (call_id and current.id and call_id != current.id) or (name and current.name and name != current.name)
-        or (index is None and name and current.name and call_id != current.id))
+    if current is None:
+        starts_new = True
+    elif index is None:  # whole calls in one chunk each (Ollama, llama.cpp): a named one with another id
+        starts_new = bool(name and current.name and call_id != current.id)
+    else:
+        # At an occupied index only a fragment naming a function can start a call: another name, or
+        # another id once the call's arguments are whole (some servers change the id on later
+        # chunks of the same call: those continue it).
+        starts_new = bool(name and current.name and (
+            name != current.name or (call_id and current.id and call_id != current.id and _whole(current))))
     if starts_new:
         current = normalize.RawCall()
         # Ordered by the provider's index (then by arrival); one without an index after the rest.
@@ -537,6 +576,8 @@ def complete(
     exchange = _Exchange(client, request, stream=stream, deadline=deadline, model=model)
     exchange.start()
     items = _items(exchange, deadline, seconds)
+    if on_text is not None:
+        on_text = _surfacing(on_text)
     try:
         if not stream:
             completion = next(items, _END)
@@ -544,6 +585,8 @@ def complete(
                 raise ModelUnavailable("the model endpoint sent no answer")
             return _from_completion(completion, on_text, taken)
         return _assemble_stream(items, on_text, taken)
+    except _CallerError as wrapped:
+        raise wrapped.error  # the caller's own on_text failed: never blamed on the provider
     except (openai.OpenAIError, httpx2.TransportError, json.JSONDecodeError) as exc:
         # `from None`: the SDK's exception holds the request, whose headers carry the API key.
         raise model_error(exc, client=client, model=model) from None

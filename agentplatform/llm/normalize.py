@@ -193,8 +193,9 @@ def replayable_arguments(arguments: Any) -> str:
     TOOLS_MAX_ARGUMENT_BYTES (the pipeline refused larger ones; replaying them would resend them
     with every later request of the run), else "{}"."""
     if isinstance(arguments, str):
-        if len(arguments) > settings.TOOLS_MAX_ARGUMENT_BYTES:  # characters: at most as many as bytes
-            return "{}"
+        limit = settings.TOOLS_MAX_ARGUMENT_BYTES
+        if len(arguments) > limit or (len(arguments) * 4 > limit and len(arguments.encode("utf-8")) > limit):
+            return "{}"  # bytes, as the pipeline counts them (a CJK character is 3)
         try:
             parsed = loads_json(arguments)
         except ValueError:

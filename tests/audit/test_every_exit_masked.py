@@ -175,3 +175,9 @@ def test_email_addresses_are_masked_in_free_text(text, masked):
 
 def test_a_streamed_email_address_is_held_until_it_is_whole():
     assert split_open_tail("write to liu.yang@exa") == ("write to ", "liu.yang@exa")
+
+
+def test_only_the_end_of_a_long_streamed_text_is_searched_for_an_open_tail():
+    text = "word " * 20000 + "call 4111 11"  # 100 KB: the whole text was searched, quadratically
+
+    assert split_open_tail(text) == ("word " * 20000 + "call ", "4111 11")

@@ -216,3 +216,64 @@ def test_f7_over_limit_arguments_are_not_replayed(requester, provider, settings)
     replayed = [c["function"]["arguments"] for m in provider.requests[1].body["messages"]
                 if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
     assert all(len(a) <= settings.TOOLS_MAX_ARGUMENT_BYTES for a in replayed)  # today: 2 MB replayed
+
+
+# -- found by a review of the fixes above ------------------------------------------------------------
+
+@pytest.mark.parametrize("chunks", [
+    # Poolside, mlx-openai-server: the id changes on later chunks of the same call
+    [{"index": 0, "id": "c1", "function": {"name": "query_inventory", "arguments": '{"sku":'}},
+     {"index": 0, "id": "c2", "function": {"arguments": ' "SKU-1"}'}}],
+    # a fresh id and the name repeated on every chunk
+    [{"index": 0, "id": "c1", "function": {"name": "query_inventory", "arguments": '{"sku":'}},
+     {"index": 0, "id": "c2", "function": {"name": "query_inventory", "arguments": ' "SKU-1"}'}}],
+], ids=["id-changes", "id-and-name-repeated"])
+def test_a_call_whose_id_changes_midway_stays_one_call(chunks):
+    body = _sse(*[_choice({"tool_calls": [c]}) for c in chunks], _choice({}, "tool_calls"))
+
+    turn = complete(messages=MESSAGES, tools=TOOLS, stream=True, client=_answering(body))
+
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("c1", "query_inventory", {"sku": "SKU-1"})]
+
+
+def test_the_same_tool_again_under_a_new_id_after_whole_arguments_is_a_second_call():
+    body = _sse(
+        _choice({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "query_inventory",
+                                                                        "arguments": '{"sku": "SKU-1"}'}}]}),
+        _choice({"tool_calls": [{"index": 0, "id": "c2", "function": {"name": "query_inventory",
+                                                                        "arguments": '{"sku": "SKU-2"}'}}]}),
+        _choice({}, "tool_calls"))
+
+    turn = complete(messages=MESSAGES, tools=TOOLS, stream=True, client=_answering(body))
+
+    assert [(c.id, json.loads(c.arguments)["sku"]) for c in turn.tool_calls] == [("c1", "SKU-1"), ("c2", "SKU-2")]
+
+
+@pytest.mark.parametrize("first", ["eos", "STOP", "end_turn"])
+def test_a_truncating_reason_after_a_complete_one_in_another_spelling_still_sticks(first):
+    body = _sse(
+        _choice({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "list_orders", "arguments": "{}"}}]}),
+        _choice({}, first), _choice({}, "length"))
+
+    assert not complete(messages=MESSAGES, tools=TOOLS, stream=True, client=_answering(body)).complete
+
+
+def test_an_error_of_the_callers_on_text_is_not_blamed_on_the_provider():
+    body = _sse(_choice({"content": "hello"}), _choice({}, "stop"))
+
+    def broken(text):
+        raise ValueError("a bug of ours")
+
+    with pytest.raises(ValueError, match="a bug of ours"):
+        complete(messages=MESSAGES, tools=TOOLS, stream=True, client=_answering(body), on_text=broken)
+
+
+def test_arguments_over_the_byte_limit_in_few_characters_are_not_replayed(settings):
+    from agentplatform.llm.normalize import replayable_arguments
+
+    settings.TOOLS_MAX_ARGUMENT_BYTES = 16384
+    cjk = json.dumps({"reason": "损" * 8200}, ensure_ascii=False)  # 8,214 characters, 24,614 bytes
+    assert len(cjk) < 16384 < len(cjk.encode())
+    assert replayable_arguments(cjk) == "{}"
+    assert replayable_arguments('{"reason": "ok"}') == '{"reason": "ok"}'

@@ -235,3 +235,21 @@ def test_a_second_click_says_the_first_decision_stands(client, approver1, refund
     text = _messages(again)[-1][1]
     assert "already decided this request" in text and "stands" in text and "not recorded." not in text
     assert Approval.objects.filter(approver=approver1).count() == 1
+
+
+@pytest.mark.parametrize("action", ["reject", "approve-to-quorum"])
+def test_a_second_click_after_the_first_ended_the_request_says_it_stands(client, approver1, approver2,
+                                                                         refund_request, action):
+    # found by a review (session 6): once the first click ended the request, the second read
+    # "your decision was not recorded"
+    if action == "approve-to-quorum":
+        approvals.confirmation_approve(request_id=refund_request.pk, approver=approver2)
+    _page(client, approver1)
+    url = reverse("approvals:reject", args=[refund_request.pk]) if action == "reject" else _approve_url(refund_request)
+    data = {"reason": "duplicate refund"} if action == "reject" else {"comment": "ok"}
+    client.post(url, data)
+    again = client.post(url, data)
+
+    text = _messages(again)[-1][1]
+    assert "already decided this request" in text and "stands" in text
+    assert Approval.objects.filter(approver=approver1).count() == 1
