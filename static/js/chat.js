@@ -279,6 +279,9 @@
     event.preventDefault();
     send(els.input.value);
   });
+  // The page renders Send disabled: a click before this script ran would submit the form natively
+  // and lose the message. From here on the script sends it.
+  els.send.disabled = false;
   els.input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
