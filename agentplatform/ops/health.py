@@ -20,6 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 
@@ -55,6 +56,7 @@ def readiness_checks() -> dict[str, Callable[[], None]]:
     return checks
 
 
+@csrf_exempt  # nothing is changed here: a POST answers 405, not CSRF's HTML 403 page
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -96,6 +98,7 @@ def _run_bounded(check: Callable[[], None], seconds: float) -> None:
         raise outcome["error"]
 
 
+@csrf_exempt
 @never_cache
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:

@@ -27,6 +27,10 @@
     EXECUTED: "Approved{by} and executed. / 已批准并执行。",
     CANCELLED: "Cancelled; nothing will run. / 已取消。",
     SUPERSEDED: "Replaced by a newer request. / 已被新请求取代。",
+    WITHDRAWN: "Withdrawn by the requester; nothing will run. / 申请人已撤回，不会执行。",
+    RESPONDED: "Answered with guidance{by}; nothing ran. / 已回复指导意见，未执行。",
+    FAILED: "Approved{by}, but it failed when it ran: {label}. / 已批准，但执行失败。",
+    REFUSED: "Approved{by}, but refused when it was about to run: {label}; nothing ran. / 已批准，但执行前被拒绝，未执行。",
     PENDING: "You decided this request; waiting for other approvers. / 您已处理，等待其他审批人。"
   };
 
@@ -45,7 +49,7 @@
     card.classList.add("resolved");
     card.querySelectorAll("button, textarea").forEach(function (el) { el.disabled = true; });
     var by = item.decided_by ? " by " + item.decided_by : "";
-    var text = (ENDED_TEXT[item.outcome] || (item.label + "{by}")).replace("{by}", by);
+    var text = (ENDED_TEXT[item.outcome] || (item.label + "{by}")).replace("{by}", by).replace("{label}", item.label);
     var banner = document.createElement("p");
     banner.className = "card-ended outcome-" + String(item.outcome).toLowerCase();
     banner.setAttribute("data-testid", "card-ended");

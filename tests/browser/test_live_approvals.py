@@ -145,3 +145,25 @@ def test_a_decision_on_a_stale_card_is_refused_readably(open_person, requester, 
     card.locator("[data-testid=approve]").click()
     expect(bob.page.locator("[data-testid=flash]")).to_contain_text("already decided")
     bob.shot("1-stale-refused")
+
+
+def test_a_withdrawal_shows_on_the_open_page_in_both_languages(open_person, requester, approver1):
+    # found by a probe (session 6): the banner fell back to the raw "WITHDRAWN by acme-requester"
+    from approvals.amendments import confirmation_withdraw
+
+    expect = _expect()
+    outcome = runtime.chat_send(user=requester, message="Refund A202607290003 amount 50 because it arrived broken")
+    request_id = outcome.pending[0].confirmation_id
+    bob = open_person("approver1")
+    bob.sign_in(approver1.username, DEMO_PASSWORD)
+    card = bob.page.locator(f"[data-request-id='{request_id}']")
+    expect(card).to_be_visible()
+    _no_reload(bob)
+
+    confirmation_withdraw(request_id=request_id, requester=requester, reason="the customer keeps it")
+
+    ended = card.locator("[data-testid=card-ended]")
+    expect(ended).to_have_attribute("data-outcome", "WITHDRAWN", timeout=POLL_WAIT_MS)
+    expect(ended).to_contain_text("Withdrawn by the requester")
+    expect(ended).to_contain_text("申请人已撤回")
+    assert _same_document(bob) and bob.console_errors == []

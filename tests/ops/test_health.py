@@ -47,6 +47,10 @@ def test_readyz_checks_the_broker_when_one_is_configured(client, db, settings):
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
 def test_probes_refuse_writes(client, db, path):
     assert client.post(path).status_code == 405
+    # with CSRF enforced, as in a server: still 405, not CSRF's HTML 403 page (found by a probe)
+    from django.test import Client
+
+    assert Client(enforce_csrf_checks=True).post(path).status_code == 405
 
 
 @pytest.mark.services
