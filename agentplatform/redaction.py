@@ -117,6 +117,8 @@ class MaskingFilter(logging.Filter):
         return True
 
 
-# Every LogRecord's own attributes, and the correlation ids (hex, which a digit-run rule could garble).
-_NOT_MASKED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message", "asctime", "request_id", "run_id", "conversation_id", "tool_call_id", "user_id", "tenant"}
+# Attributes every LogRecord has (anything else on a record came from `extra=`, or Django's
+# `request` and `status_code`); shared with agentplatform.ops.logs.RedactingFilter.
+LOG_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# ... and the correlation ids, hex, which a digit-run rule could garble.
+_NOT_MASKED = LOG_RECORD_ATTRIBUTES | {"request_id", "run_id", "conversation_id", "tool_call_id", "user_id", "tenant"}

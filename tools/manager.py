@@ -379,7 +379,7 @@ class ToolCallingManager:
             audit.confirmation_id = confirmation_id
             if self._hold_run(ctx):
                 if not approvals.confirmation_refuse(request_id=confirmation_id, code=result.code,
-                                                     message=result.message, **_binding(ctx, audit)):
+                                                     message=result.message, **_binding(audit)):
                     ran = self._what_ran(ctx, confirmation_id, audit)
                     if ran is not None:
                         return ran
@@ -652,11 +652,11 @@ class ToolCallingManager:
         if confirmation_id is None or not self._hold_run(ctx):
             return
         if attempted:
-            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code, **_binding(ctx, audit))
+            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code, **_binding(audit))
         else:
             approvals.confirmation_refuse(request_id=confirmation_id, code=code,
                                           message=f"the call failed before the tool ran ({error_name})",
-                                          **_binding(ctx, audit))
+                                          **_binding(audit))
 
     def _finish(self, spec: ToolSpec, call: ToolCall, outcome: Outcome, audit) -> CallOutcome:
         decision = {"EXECUTED": "EXECUTED" if outcome.result.success else "FAILED",
@@ -666,10 +666,11 @@ class ToolCallingManager:
         return CallOutcome(call, outcome.result, return_direct=spec.return_direct)
 
 
-def _binding(ctx: ToolContext, audit: "_CallAudit") -> dict[str, Any]:
+def _binding(audit: "_CallAudit") -> dict[str, Any]:
     """The binding of the call `audit` describes, as `approvals.confirmation_refuse` takes it: a
     request is ended only from the call it is bound to (DESIGN section 8). The arguments hash is
     "" until the arguments were validated (a call refused before that is matched without it)."""
+    ctx = audit.ctx
     return {"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "conversation_id": ctx.conversation_id,
             "tool_name": audit.call.name[:100], "arguments_hash": audit.hash}
 

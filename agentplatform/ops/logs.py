@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 from agentplatform import correlation
+from agentplatform.redaction import LOG_RECORD_ATTRIBUTES
 
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 access_logger = logging.getLogger("agentplatform.access")
@@ -44,10 +45,6 @@ _SECRET_PATTERNS = [
     # reads it can set the account's password.
     (re.compile(r"(/reset/[A-Za-z0-9_\-]+/)(?!set-password/)[A-Za-z0-9]+-[A-Za-z0-9]+/"), r"\1[redacted]/"),
 ]
-
-# Attributes every LogRecord has; anything else on a record came from `extra=` (or Django's
-# `request` and `status_code`) and is cleaned like the message.
-_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
 def loggable_request(request: Any) -> str:
@@ -99,7 +96,7 @@ class RedactingFilter(logging.Filter):
             message = str(record.msg)
         record.msg, record.args = redact(message), None
         for name, value in list(vars(record).items()):
-            if name in _RECORD_ATTRIBUTES:
+            if name in LOG_RECORD_ATTRIBUTES:
                 continue
             if isinstance(value, HttpRequest) or (name == "request" and not isinstance(value, str)):
                 # Django's request logger passes the request itself; its repr has the query string.

@@ -102,17 +102,23 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
     assert bob.console_errors == [] and carol.console_errors == []
 
 
-def test_an_expiry_shows_on_the_open_page(open_person, requester, approver1):
-    expect = _expect()
+def _watching_a_refund(open_person, requester, approver1):
+    """A refund the requester asked for, and approver1's open approvals page showing its card
+    (marked so a reload would be seen): (approver1's browser, the card, the request id)."""
     outcome = runtime.chat_send(user=requester, message="Refund A202607290003 amount 50 because it arrived broken")
     request_id = outcome.pending[0].confirmation_id
-
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD)
     card = bob.page.locator(f"[data-request-id='{request_id}']")
-    expect(card).to_be_visible()
-    expect(bob.page.locator("[data-testid=nav-approvals-count]")).to_have_text("1")
+    _expect()(card).to_be_visible()
     _no_reload(bob)
+    return bob, card, request_id
+
+
+def test_an_expiry_shows_on_the_open_page(open_person, requester, approver1):
+    expect = _expect()
+    bob, card, request_id = _watching_a_refund(open_person, requester, approver1)
+    expect(bob.page.locator("[data-testid=nav-approvals-count]")).to_have_text("1")
     bob.shot("1-waiting")
 
     # the deadline passes on the server (the page's own countdown still shows minutes left)
@@ -152,13 +158,7 @@ def test_a_withdrawal_shows_on_the_open_page_in_both_languages(open_person, requ
     from approvals.amendments import confirmation_withdraw
 
     expect = _expect()
-    outcome = runtime.chat_send(user=requester, message="Refund A202607290003 amount 50 because it arrived broken")
-    request_id = outcome.pending[0].confirmation_id
-    bob = open_person("approver1")
-    bob.sign_in(approver1.username, DEMO_PASSWORD)
-    card = bob.page.locator(f"[data-request-id='{request_id}']")
-    expect(card).to_be_visible()
-    _no_reload(bob)
+    bob, card, request_id = _watching_a_refund(open_person, requester, approver1)
 
     confirmation_withdraw(request_id=request_id, requester=requester, reason="the customer keeps it")
 

@@ -32,17 +32,22 @@ def test_a_group_a_tenant_administrator_creates_is_audited_in_their_tenants_trai
     assert "acme-secret-merger-team" not in body
 
 
+def _operator_adds_group(client, operator, name: str, tenant_id: int, *, remove_tenant_row: bool = False):
+    """An operator's POST of the group add form with its tenant inline filled in (and marked for
+    deletion when `remove_tenant_row`)."""
+    client.force_login(operator)
+    data = {"name": name, "tenant_link-TOTAL_FORMS": "1", "tenant_link-INITIAL_FORMS": "0",
+            "tenant_link-MIN_NUM_FORMS": "0", "tenant_link-MAX_NUM_FORMS": "1", "tenant_link-0-tenant": str(tenant_id)}
+    if remove_tenant_row:
+        data["tenant_link-0-DELETE"] = "on"
+    return client.post(admin_url(Group, "add"), data)
+
+
 def test_a_group_an_operator_creates_for_one_tenant_is_audited_in_that_trail_only(client, operator, acme_admin,
                                                                                   globex_admin):
-    from django.contrib.auth.models import Group as G
-
     from agentplatform.tenancy.models import TenantGroup
 
-    client.force_login(operator)
-    response = client.post(admin_url(G, "add"), {
-        "name": "acme-auditors-2", "tenant_link-TOTAL_FORMS": "1", "tenant_link-INITIAL_FORMS": "0",
-        "tenant_link-MIN_NUM_FORMS": "0", "tenant_link-MAX_NUM_FORMS": "1",
-        "tenant_link-0-tenant": str(acme_admin.tenant_id)})
+    response = _operator_adds_group(client, operator, "acme-auditors-2", acme_admin.tenant_id)
 
     assert response.status_code == 302, response.content.decode()[:2000]
     assert TenantGroup.objects.get(group__name="acme-auditors-2").tenant_id == acme_admin.tenant_id
@@ -119,11 +124,7 @@ def test_a_group_whose_tenant_row_the_operator_removed_is_platform_wide_in_the_t
                                                                                      globex_admin):
     from agentplatform.tenancy.models import TenantGroup
 
-    client.force_login(operator)
-    response = client.post(admin_url(Group, "add"), {
-        "name": "platform-wide-x", "tenant_link-TOTAL_FORMS": "1", "tenant_link-INITIAL_FORMS": "0",
-        "tenant_link-MIN_NUM_FORMS": "0", "tenant_link-MAX_NUM_FORMS": "1",
-        "tenant_link-0-tenant": str(acme_admin.tenant_id), "tenant_link-0-DELETE": "on"})
+    response = _operator_adds_group(client, operator, "platform-wide-x", acme_admin.tenant_id, remove_tenant_row=True)
 
     assert response.status_code == 302
     assert not TenantGroup.objects.filter(group__name="platform-wide-x").exists()

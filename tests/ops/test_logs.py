@@ -2,6 +2,7 @@
 echoed and recorded on runs and audit rows; no token or secret in any log line."""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -16,23 +17,31 @@ from audit.models import AuditEvent
 from tests.api.conftest import CANCEL_ORDER, REFUND_ORDER
 
 
-@pytest.fixture
-def log_lines():
-    """Everything logged (DEBUG and up) during the test, through the production filters and formatter."""
+@contextlib.contextmanager
+def _captured(*filters: logging.Filter):
+    """Everything logged (DEBUG and up) meanwhile, through `filters` and the JSON formatter: yields
+    a function returning the text so far."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.addFilter(CorrelationFilter())
-    handler.addFilter(RedactingFilter())
+    for each in filters:
+        handler.addFilter(each)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     old_level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
     try:
-        yield lambda: [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
+        yield stream.getvalue
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+
+
+@pytest.fixture
+def log_lines():
+    """Everything logged (DEBUG and up) during the test, through the production filters and formatter."""
+    with _captured(CorrelationFilter(), RedactingFilter()) as text:
+        yield lambda: [json.loads(line) for line in text().splitlines() if line.strip()]
 
 
 def test_the_request_id_is_echoed_recorded_and_logged(api, requester, log_lines):
@@ -124,20 +133,8 @@ def masked_log_lines():
     """As log_lines, with the masking filter of settings.LOGGING too."""
     from agentplatform.redaction import MaskingFilter
 
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    for each in (CorrelationFilter(), RedactingFilter(), MaskingFilter()):
-        handler.addFilter(each)
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield lambda: stream.getvalue()
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
+    with _captured(CorrelationFilter(), RedactingFilter(), MaskingFilter()) as text:
+        yield text
 
 
 def test_a_password_reset_links_token_never_reaches_the_logs(client, db, masked_log_lines):

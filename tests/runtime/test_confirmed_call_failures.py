@@ -60,9 +60,10 @@ def _reset():
     entered.clear()
 
 
-def _confirm_and_resume(requester, model, mode: str):
-    """Start a run whose model calls the HIGH tool, confirm it with the token: the outcome."""
-    model.calls(("call_r", RISKY.name, {"order_id": ORDER, "mode": mode}))
+def _confirm_and_resume(requester, model, mode: str, *, spec: ToolSpec = RISKY, call_id: str = "call_r"):
+    """Start a run whose model calls the HIGH tool `spec`; returns (first outcome, its pending
+    call, a function that confirms it with the token and resumes the run)."""
+    model.calls((call_id, spec.name, {"order_id": ORDER, "mode": mode}))
     model.says("The attempt is over.")
     first = services.chat_send(user=requester, message="cancel it")
     [pending] = first.pending
@@ -163,13 +164,9 @@ DB_ERROR = ToolSpec(name="test_db_error_write", description="Writes, then hits a
 def test_a_database_error_the_savepoint_contained_spends_the_confirmation_as_failed(requester, model, install_tool):
     # given: a confirmed call whose tool raises a DatabaseError (it reaches the caller: DESIGN step 9)
     install_tool(DB_ERROR, users=[requester])
-    model.calls(("call_db", DB_ERROR.name, {"order_id": ORDER, "mode": "db"}))
-    model.says("done")
-    first = services.chat_send(user=requester, message="cancel it")
-    [pending] = first.pending
+    first, pending, confirm = _confirm_and_resume(requester, model, "db", spec=DB_ERROR, call_id="call_db")
 
-    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
-                       confirmation_token=pending.token)
+    confirm()
 
     # then: the run ends FAILED, and the request says it ran and failed, not "ended while it waited"
     request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
@@ -243,14 +240,11 @@ def test_a_cancel_racing_a_crashing_confirmed_call_wins_without_a_deadlock(reque
     race.clear()
     race["user"] = requester
     install_tool(CANCELLED_MEANWHILE, users=[requester])
-    model.calls(("call_x", CANCELLED_MEANWHILE.name, {"order_id": ORDER, "mode": "crash"}))
-    model.says("All done.")
-    first = services.chat_send(user=requester, message="go")
-    [pending] = first.pending
+    first, _pending, confirm = _confirm_and_resume(requester, model, "crash", spec=CANCELLED_MEANWHILE,
+                                                   call_id="call_x")
 
     # when: the tool crashes (its consumption rolls back) while the cancel waits for the run's row
-    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
-                       confirmation_token=pending.token)
+    confirm()
     race["thread"].join(30)
 
     # then: the cancel succeeded (no deadlock between the run's row and the request's), the run is
@@ -276,13 +270,9 @@ HTTP_ERROR = ToolSpec(name="test_http_error", description="Raises urllib's HTTPE
 
 def test_a_propagated_error_with_a_numeric_code_is_spent_and_audited(requester, model, install_tool):
     install_tool(HTTP_ERROR, users=[requester])
-    model.calls(("call_h", HTTP_ERROR.name, {"order_id": ORDER, "mode": "http"}))
-    model.says("ok")
-    first = services.chat_send(user=requester, message="go")
-    [pending] = first.pending
+    _first, pending, confirm = _confirm_and_resume(requester, model, "http", spec=HTTP_ERROR, call_id="call_h")
 
-    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
-                       confirmation_token=pending.token)
+    confirm()
 
     request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
     assert (request.status, request.outcome_code) == (ConfirmationRequest.Status.CONSUMED, "SYSTEM_ERROR")
@@ -306,10 +296,7 @@ def test_a_refusal_and_its_audit_row_commit_together(requester, model, install_t
     from approvals import services as approvals
 
     install_tool(REFUSED_AT_CONSUME, users=[requester])
-    model.calls(("call_q", REFUSED_AT_CONSUME.name, {"order_id": ORDER, "mode": "fine"}))
-    model.says("ok")
-    first = services.chat_send(user=requester, message="go")
-    [pending] = first.pending
+    _first, pending, confirm = _confirm_and_resume(requester, model, "fine", spec=REFUSED_AT_CONSUME, call_id="call_q")
     real = approvals._audit_request
 
     def failing(request, *, decision, **kwargs):
@@ -319,8 +306,7 @@ def test_a_refusal_and_its_audit_row_commit_together(requester, model, install_t
 
     monkeypatch.setattr(approvals, "_audit_request", failing)
 
-    services.chat_send(user=requester, message="", conversation_id=first.run.conversation_id,
-                       confirmation_token=pending.token)
+    confirm()
 
     # then: the request did not become REFUSED without its audit row; it is closed with one
     request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
