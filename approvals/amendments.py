@@ -5,7 +5,9 @@
   that `tools.apps` registers (approvals sits below tools and never imports it); the request gets
   the new binding (arguments, hash, masked arguments, summary rebuilt by the tool, facts), its
   `revision` goes up, the quorum restarts, and the edit counts as its author's approval of what
-  they wrote, never alone (`services.quorum_reached`). Audited EDITED with both hashes.
+  they wrote, never alone (`services.quorum_reached`). Audited EDITED with both hashes. Only what
+  the tool declares editable may change, never beyond what the requester asked for (an amount
+  only down from theirs); anything else is refused (EDIT_NOT_ALLOWED), never sent on.
 - **respond**: an approver answers with guidance instead of a decision; the request ends
   RESPONDED and the model reads the guidance as a tool message that is neither a success nor a
   rejection (code APPROVER_GUIDANCE).
@@ -150,7 +152,9 @@ def confirmation_edit(*, request_id: uuid.UUID, editor, arguments: Any, base_arg
     edited first) is refused, so of concurrent edits exactly one wins.
     Returns the request (still PENDING). Raises ConfirmationNotFound (404), ApprovalForbidden (403),
     ConfirmationExpired (410), ConfirmationAlreadyDecided (409), ArgumentsChanged (409),
-    EditInvalid (400 INVALID_ARGUMENTS with `errors`), EditUnchanged (400).
+    EditInvalid (400 INVALID_ARGUMENTS with `errors`), EditNotAllowed (400 EDIT_NOT_ALLOWED with
+    `errors`: an argument the tool does not let approvers change, or an amount above the
+    requester's; the tool's `editable`, docs/approvals.md), EditUnchanged (400).
     """
     if not isinstance(base_arguments_hash, str) or not base_arguments_hash:
         raise EditInvalid("base_arguments_hash is required: the arguments_hash you edited",

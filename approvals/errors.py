@@ -84,6 +84,16 @@ class EditInvalid(DomainError):
         self.errors = errors or []
 
 
+class EditNotAllowed(EditInvalid):
+    """An edit that goes beyond what the requester asked for (HTTP 400, EDIT_NOT_ALLOWED): it changes
+    an argument the tool does not let approvers edit, or moves one in a direction its rule forbids
+    (an amount above the requester's). `errors`: [{"field", "error", "code"}], code NOT_EDITABLE or
+    ABOVE_REQUESTED. Nothing is changed; the approver rejects with a reason instead and the
+    requester may ask again (docs/approvals.md, "Edits stay within the request")."""
+
+    code = "EDIT_NOT_ALLOWED"
+
+
 class EditUnchanged(DomainError):
     """The edited arguments bind the same call as the current ones once normalised ("50" and
     "50.00" are one amount): nothing to edit (HTTP 400)."""

@@ -197,6 +197,40 @@ def approval_facts(request: ConfirmationRequest, *, live: bool = True) -> dict[s
             "written_by_assistant": _assistant_text(stored)}
 
 
+# -- what an approver may edit, and who edited what ran ------------------------------------------
+
+_edit_rules: Callable[[ConfirmationRequest], list[dict[str, Any]]] | None = None
+
+
+def register_edit_rules(provider: Callable[[ConfirmationRequest], list[dict[str, Any]]]) -> None:
+    """Install the function that says what an approver may change in a request
+    (tools.approval_edit.edit_rules, registered by tools.apps: the rules are the tool's)."""
+    global _edit_rules
+    _edit_rules = provider
+
+
+def edit_rules_of(request: ConfirmationRequest) -> list[dict[str, Any]]:
+    """[{"field", "rule" (ANY | DECREASE_ONLY), "limit"}] an approver may edit in `request`; [] when
+    nothing is editable or no tool registry is installed (fail closed: nothing offered)."""
+    if _edit_rules is None or request.policy != ConfirmationRequest.Policy.APPROVERS:
+        return []
+    return _edit_rules(request)
+
+
+def edit_provenance(*, request_id) -> dict[str, Any] | None:
+    """Who changed the call `request_id` before it ran, for its execution's audit row and the
+    requester: {"requested_by": username, "edited_by": [usernames, in edit order],
+    "original_arguments_hash": the requester's binding, "revision": edits made}; None when nobody
+    edited it (one query)."""
+    rows = list(Approval.objects.filter(request_id=request_id, decision=Approval.Decision.EDIT)
+                .select_related("approver", "request__user").order_by("revision"))
+    if not rows:
+        return None
+    request = rows[0].request
+    return {"requested_by": request.user.get_username(), "edited_by": [r.approver.get_username() for r in rows],
+            "original_arguments_hash": request.original_arguments_hash, "revision": request.revision}
+
+
 def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
     """The real ending of a request for people and the API: {"outcome", "code", "label"}.
 

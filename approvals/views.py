@@ -40,6 +40,7 @@ REFUSALS = {
                           "saved. Read the request again before you decide. / 您打开此请求后，其他审批人修改了参数，"
                           "未保存任何内容，请重新查看后再作决定。"),
     "EDIT_UNCHANGED": "Your edit changes nothing once normalised. / 修改后的参数与当前参数相同。",
+    "EDIT_NOT_ALLOWED": "Not saved: {message}",
 }
 
 
@@ -68,8 +69,12 @@ def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     row.fact_rows = fact_rows(row.facts)
     row.assistant_texts = row.facts["written_by_assistant"]
     row.argument_items = _argument_items(row.masked_arguments, exclude={t["field"] for t in row.assistant_texts})
-    row.edit_items = [(str(k), _edit_value(v)) for k, v in (row.masked_arguments or {}).items()] \
-        if isinstance(row.masked_arguments, dict) else []
+    # Only what the tool lets an approver change is offered for editing (the service refuses the
+    # rest anyway: EDIT_NOT_ALLOWED); a lowered-only amount shows the requester's as its limit.
+    shown = row.masked_arguments if isinstance(row.masked_arguments, dict) else {}
+    row.edit_items = [{"name": r["field"], "value": _edit_value(shown.get(r["field"])), "rule": r["rule"],
+                       "limit": r["limit"]} for r in selectors.edit_rules_of(row)] \
+        if row.status == ConfirmationRequest.Status.PENDING else []
     row.decisions = list(row.approvals.all())
     row.my_decision = next((a for a in row.decisions if a.approver_id == user.pk and a.revision == row.revision),
                            None)
@@ -282,7 +287,7 @@ def edit(request: HttpRequest, request_id: str) -> HttpResponse:
             request_id=rid, editor=request.user, arguments=_edited_arguments(row, submitted),
             base_arguments_hash=form.cleaned_data["base_arguments_hash"], comment=form.cleaned_data["comment"])
     except DomainError as error:
-        if getattr(error, "errors", None):
+        if getattr(error, "errors", None) and error.code != "EDIT_NOT_ALLOWED":  # that one names its fields
             detail = "; ".join(f"{e.get('field')}: {e.get('error')}" for e in error.errors)
             error.message = f"{error.message} ({detail}) / 参数无效，未修改。"
         return _refused(request, error)

@@ -9,7 +9,7 @@ class ToolsConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from approvals.amendments import register_rebinder
-        from approvals.selectors import register_live_facts
+        from approvals.selectors import register_edit_rules, register_live_facts
         from tools import approval_context, approval_edit, services
 
         # The registry is code; its database mirror is refreshed after every migrate.
@@ -18,3 +18,5 @@ class ToolsConfig(AppConfig):
         register_live_facts(approval_context.live_facts)
         # ... and checks an approver's edited arguments with the tool through this one (issue 13 item 3).
         register_rebinder(approval_edit.rebind)
+        # ... and tells people what an approver may edit (the tool's `editable`).
+        register_edit_rules(approval_edit.edit_rules)

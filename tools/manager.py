@@ -23,6 +23,7 @@ from agentplatform.text import loads_json, unstorable_reason
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound, ConfirmationRegated, ConsumeRefused
 from approvals.models import ConfirmationRequest
+from approvals.selectors import edit_provenance
 from audit import events, metrics
 from tools.context import FenceLost, ToolContext
 from tools.convert import limit_result
@@ -416,6 +417,7 @@ class ToolCallingManager:
             result = (ToolResult.ok(None, "this call already ran") if code == "OK"
                       else ToolResult.failure(code, "this call already ran and failed"))
         audit.hash, audit.masked = request.arguments_hash, request.masked_arguments
+        audit.note_edits()
         return audit.stop("IDEMPOTENT_HIT", result)
 
     def _resolve(self, ctx, call, offered, audit, confirmation_id=None) -> tuple[ToolSpec, Tool]:
@@ -662,6 +664,7 @@ class ToolCallingManager:
         decision = {"EXECUTED": "EXECUTED" if outcome.result.success else "FAILED",
                     "IDEMPOTENT_HIT": "IDEMPOTENT_HIT"}.get(outcome.kind, "REFUSED")
         audit.business_result_id = outcome.business_result_id
+        audit.note_edits()
         audit.write(decision, outcome.result)
         return CallOutcome(call, outcome.result, return_direct=spec.return_direct)
 
@@ -693,6 +696,13 @@ class _CallAudit:
         self.idempotency_key, self.business_result_id = "", ""
         self.confirmation_id = None
         self.owner, self.version = "", ""
+        self.edits: dict[str, Any] | None = None
+
+    def note_edits(self) -> None:
+        """Name in this call's rows who edited it before it ran, beside the requester (the row's
+        actor): an approver's edit is part of what ran. Only for a call that consumed a request."""
+        if self.confirmation_id is not None:
+            self.edits = edit_provenance(request_id=self.confirmation_id)
 
     def tool(self, row: Tool) -> None:
         """Record the resolved tool's owner and version in every later row of this call."""
@@ -704,15 +714,22 @@ class _CallAudit:
 
     def write(self, decision: str, result: ToolResult) -> None:
         seconds = time.perf_counter() - self.started
+        masked, message = self.masked, result.message
+        if self.edits is not None:
+            # "_edit" is the platform's key, not an argument (docs/approvals.md): the arguments that
+            # ran are the edited ones (arguments_hash), the requester's are original_arguments_hash.
+            masked = {**(masked or {}), "_edit": self.edits}
+            message = (f"arguments edited by {', '.join(self.edits['edited_by'])} before it ran (requested by "
+                       f"{self.edits['requested_by']}): {message}")
         events.record(
             tenant_id=self.ctx.tenant_id, actor_id=self.ctx.user_id, decision=decision,
             tool_name=self.call.name[:100], tool_owner=self.owner, tool_version=self.version,
             status=result.code, policy_decision=self.policy,
             request_id=self.ctx.request_id, conversation_id=self.ctx.conversation_id, run_id=self.ctx.run_id,
-            tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=self.masked,
+            tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=masked,
             confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,
             business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
-            message=result.message,
+            message=message,
         )
         metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
                               seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)

@@ -74,6 +74,15 @@ def normalize_amount(value: Any, *, currency: str | None, field: str = "amount")
     return canonical
 
 
+def minor_units(amount: Any, currency: str | None) -> int:
+    """`amount` as an integer count of the currency's minor unit (ISO 4217 exponent): ("10.00",
+    CNY) -> 1000, (1200, JPY) -> 1200. How amounts are compared (an approver's edit may only lower
+    one). Raises MoneyInvalid as `normalize_amount` (an amount finer than the currency allows is
+    refused, never rounded)."""
+    canonical = normalize_amount(amount, currency=currency)
+    return int(canonical.scaleb(exponent(currency)))
+
+
 def format_money(amount: Any, currency: str | None) -> str:
     """'CNY 1,234.50' / 'JPY 1,200': ISO code, thousands separators, the currency's minor digits."""
     code = (currency or DEFAULT_CURRENCY).upper()

@@ -4,7 +4,9 @@ at run time (DESIGN section 9)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -16,6 +18,21 @@ DEFAULT_POLICY = {"LOW": "NONE", "MEDIUM": "NONE", "HIGH": "REQUESTER", "CRITICA
 
 def _identity(data: Any) -> Any:
     return data
+
+
+class EditRule(StrEnum):
+    """How an approver may change one argument of a gated call (`ToolSpec.editable`).
+
+    ANY: any value the tool's schema, business rules and precheck accept (a reason).
+    DECREASE_ONLY: a number never above what the requester asked for (their arguments before
+    any edit, so successive edits cannot ratchet it up); money is compared in the currency's
+    minor unit (tools.money, with `ToolSpec.currency`). Not given (None) means "all of it"
+    (refund_order's full refund): None -> a number is a decrease, a number -> None is not.
+    An argument a tool does not name in `editable` cannot be edited at all (docs/approvals.md).
+    """
+
+    ANY = "ANY"
+    DECREASE_ONLY = "DECREASE_ONLY"
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,13 @@ class ToolSpec:
     normalize(ctx, params) -> params: read-only, tenant-scoped canonicalisation of the validated
     parameters before they are hashed, shown or executed (money to the currency's minor unit,
     tools.money); raises ToolValidationError (INVALID_ARGUMENTS).
+    editable: {argument name: EditRule} an approver may change, and how; every other argument is
+    fixed (default: nothing editable, which is every remote tool's). An edit outside it is refused
+    with EDIT_NOT_ALLOWED; the direction is judged against the requester's own arguments, never
+    an earlier edit (tools.approval_edit, docs/approvals.md). Example:
+    `editable={"amount": EditRule.DECREASE_ONLY, "reason": EditRule.ANY}`.
+    currency(ctx, params) -> str | None: the ISO 4217 code of the call's money arguments (read-only,
+    tenant-scoped), used to normalise them and to compare an edited amount in minor units.
     approval_context(ctx, params) -> dict: read-only, tenant-scoped facts a human needs beside the
     arguments (order total, status, earlier refunds, ...); captured (masked) when a confirmation
     is requested and recomputed live on the approval card (docs/approvals.md). Never raises for a
@@ -77,6 +101,8 @@ class ToolSpec:
     approval_context: Callable[[ToolContext, Any], dict[str, Any]] | None = None
     describe: Callable[[Any, dict[str, Any]], str] | None = None
     free_text: tuple[str, ...] = ()
+    editable: Mapping[str, EditRule] = field(default_factory=dict)
+    currency: Callable[[ToolContext, Any], str | None] | None = None
     owner: str = ""
     version: str = ""
     source: str = "local"
@@ -130,13 +156,17 @@ class ToolRegistry:
             self._providers.append(provider)
 
     def register(self, spec: ToolSpec) -> ToolSpec:
-        """Add a tool. Raises ValueError on a duplicate name or a parameter model without extra='forbid'."""
+        """Add a tool. Raises ValueError on a duplicate name, a parameter model without extra='forbid',
+        an unknown risk, or `editable` naming an argument the parameter model does not have."""
         if spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is already registered")
         if spec.parameters.model_config.get("extra") != "forbid":
             raise ValueError(f"{spec.name}: parameter model must set extra='forbid'")
         if spec.risk not in DEFAULT_POLICY:
             raise ValueError(f"{spec.name}: unknown risk {spec.risk!r}")
+        unknown = sorted(set(spec.editable) - set(spec.parameters.model_fields))
+        if unknown or any(not isinstance(rule, EditRule) for rule in spec.editable.values()):
+            raise ValueError(f"{spec.name}: editable names unknown arguments {unknown} or rules that are not EditRule")
         self._tools[spec.name] = spec
         return spec
 

@@ -24,7 +24,8 @@ from rest_framework.pagination import CursorPagination, PageNumberPagination
 ERROR_MEANINGS = {
     400: ("Malformed JSON (MALFORMED_JSON), invalid arguments or text with a lone surrogate "
           "(INVALID_ARGUMENTS, with field `errors`), a cursor this server did not issue (INVALID_CURSOR), "
-          "or an edit that changes nothing once normalised (EDIT_UNCHANGED)."),
+          "an edit that changes nothing once normalised (EDIT_UNCHANGED), or one beyond what the requester asked "
+          "for (EDIT_NOT_ALLOWED, with field `errors`)."),
     401: "No or invalid credentials (NOT_AUTHENTICATED, AUTHENTICATION_FAILED).",
     403: "Authenticated but not allowed (PERMISSION_DENIED, APPROVAL_FORBIDDEN, CSRF_FAILED).",
     404: ("Unknown id, an object of another tenant or user, or a page past the last one "
@@ -64,8 +65,9 @@ class ErrorSerializer(serializers.Serializer):
     message = serializers.CharField(help_text="Human-readable explanation.")
     retryable = serializers.BooleanField(help_text="True when the same request may succeed later.")
     errors = serializers.JSONField(required=False, help_text=(
-        "Field errors (INVALID_ARGUMENTS only): field -> [messages]; for an approver's edit of tool arguments "
-        "a list of {field, error, code}, code being the tool's stable reason (e.g. AMOUNT_TOO_PRECISE)."))
+        "Field errors (INVALID_ARGUMENTS and EDIT_NOT_ALLOWED only): field -> [messages]; for an approver's edit "
+        "of tool arguments a list of {field, error, code}, code being the tool's stable reason (e.g. "
+        "AMOUNT_TOO_PRECISE, NOT_EDITABLE, ABOVE_REQUESTED)."))
     run_id = serializers.UUIDField(required=False, help_text=(
         "The run this request worked on, when one is involved: read its real outcome there."))
     request_id = serializers.CharField(required=False, help_text=(

@@ -679,12 +679,16 @@ def _with_edits(assistant: dict[str, Any], edited: dict[str, ConfirmationRequest
 
 def _edits_of(request: ConfirmationRequest) -> dict[str, Any]:
     """Who edited `request` and what they changed: {"edited_by": [usernames], "changes": [{"field",
-    "from", "to"}] (masked), "edit_note": text for the model}."""
+    "from", "to"}] (masked), "edit_note": text for the model, and the call that ran, for the
+    requester's card: "summary" (the tool's, of the edited arguments), "masked_arguments", "facts"
+    (captured at the last edit, masked)}."""
     rows = list(Approval.objects.filter(request_id=request.pk, decision=Approval.Decision.EDIT)
                 .select_related("approver").order_by("revision"))
     note = "; ".join(f"{e.approver.get_username()} changed {describe_changes(e.changes)}" for e in rows)
     return {"edited_by": [e.approver.get_username() for e in rows], "changes": [c for e in rows for c in e.changes],
-            "edit_note": f"approvers edited the arguments before it ran ({note}); it ran with the edited arguments"}
+            "edit_note": f"approvers edited the arguments before it ran ({note}); it ran with the edited arguments",
+            "summary": request.summary, "masked_arguments": request.masked_arguments,
+            "facts": (request.approval_context or {}).get("facts") or {}}
 
 
 def _edited_answer(outcome, edit: dict[str, Any]) -> dict[str, Any]:

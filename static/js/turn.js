@@ -299,6 +299,7 @@
     this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
     var who = payload && payload.decided_by, reason = payload && payload.reason;
     var edited = payload && payload.edited_by && payload.edited_by.length ? payload.edited_by.join(", ") : "";
+    if (edited) { this.showEdited(payload, edited); }
     if (success) {
       this.resolve("Done — it ran once. / 已执行。" + (edited ? " Arguments edited by " + edited
         + " before it ran. / 审批人修改了参数。" : ""), "ok");
@@ -325,6 +326,30 @@
     }
     else { this.resolve("Not done: " + code + (reason ? " — " + reason : "") + " / 未执行", "failed"); }
     if (this.node) { this.node.setAttribute("data-outcome", code || (success ? "OK" : "")); }
+  };
+
+  /* Approvers edited the call before it was decided: the card shows the call that was decided
+     (its summary and facts, rebuilt by the tool from the edited arguments) and who changed what,
+     instead of what was first asked. */
+  Card.prototype.showEdited = function (payload, edited) {
+    var summary = this.node.querySelector(".card-summary");
+    if (summary && payload.summary) { summary.textContent = payload.summary; }
+    var facts = this.node.querySelector(".card-facts");
+    if (facts && payload.facts) {
+      var holder = el("div", "");
+      appendFacts(holder, payload.facts);
+      if (holder.firstChild) { facts.parentNode.replaceChild(holder.firstChild, facts); } else { facts.remove(); }
+    }
+    var changes = (payload.changes || []).map(function (c) {
+      return c.field + ": " + (c.from === null || c.from === undefined ? "—" : c.from) + " → "
+        + (c.to === null || c.to === undefined ? "—" : c.to);
+    }).join("; ");
+    var line = el("p", "card-edited", "Edited by " + edited + (changes ? " (" + changes + ")" : "")
+      + " / 审批人修改了参数");
+    line.setAttribute("data-testid", "card-edited");
+    var old = this.node.querySelector(".card-edited");
+    if (old) { old.remove(); }
+    this.node.insertBefore(line, this.statusLine);
   };
 
   Card.prototype.token = function () {

@@ -18,7 +18,7 @@ from tools.errors import ToolValidationError
 from tools.hashing import key_hash
 from tools.masking import mask_address, mask_phone
 from tools.money import normalize_amount
-from tools.registry import tool
+from tools.registry import EditRule, tool
 
 SKU_PATTERN = re.compile(r"SKU-[0-9]{5}")
 ORDER_PATTERN = re.compile(r"A[0-9]{12}")
@@ -143,6 +143,8 @@ def _validate_cancel(params: CancelOrder) -> None:
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "cancel_order", p.order_id),
     describe=lambda p, facts: f"Cancel order {p.order_id} / 取消订单 {p.order_id}",
     free_text=("reason",),
+    # An approver may reword the reason; which order is cancelled is the requester's to say.
+    editable={"reason": EditRule.ANY},
     approval_context=lambda ctx, p: services.order_cancel_context(tenant_id=ctx.tenant_id, order_id=p.order_id),
     business_result_id=lambda data: data["cancellation_id"],
     precheck=lambda ctx, p: services.order_cancel_precheck(tenant_id=ctx.tenant_id, order_id=p.order_id),
@@ -172,12 +174,17 @@ def _validate_refund(params: RefundOrder) -> None:
     _require_reason(params.reason)
 
 
+def _refund_currency(ctx: ToolContext, params: RefundOrder) -> str | None:
+    """The ISO 4217 currency of the order refunded (tenant-scoped, read-only), None when unknown."""
+    return services.order_currency(tenant_id=ctx.tenant_id, order_id=params.order_id)
+
+
 def _normalize_refund(ctx: ToolContext, params: RefundOrder) -> RefundOrder:
     """The amount as a Decimal in the order's minor unit (tools.money), before hashing, display and
     execution: 1e2, 100 and 100.00 are one amount. Raises MoneyInvalid (INVALID_ARGUMENTS)."""
     if params.amount is None:
         return params
-    currency = services.order_currency(tenant_id=ctx.tenant_id, order_id=params.order_id)
+    currency = _refund_currency(ctx, params)
     return params.model_copy(update={"amount": normalize_amount(params.amount, currency=currency)})
 
 
@@ -206,8 +213,12 @@ def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
     validate=_validate_refund,
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "refund_order", p.order_id),
     normalize=_normalize_refund,
+    currency=_refund_currency,
     describe=_describe_refund,
     free_text=("reason",),
+    # An approver may refund less than asked (never more: compared with the requester's own amount
+    # in minor units) and reword the reason; never another order.
+    editable={"amount": EditRule.DECREASE_ONLY, "reason": EditRule.ANY},
     approval_context=lambda ctx, p: services.order_refund_context(tenant_id=ctx.tenant_id, order_id=p.order_id,
                                                                   amount=p.amount),
     business_result_id=lambda data: data["refund_id"],

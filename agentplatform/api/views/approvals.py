@@ -18,6 +18,7 @@ from approvals import amendments, services as approvals
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
     approval_facts,
+    edit_rules_of,
     outcome_of,
     request_as_seen_by_decider,
     requests_decidable_by,
@@ -79,6 +80,10 @@ class ApprovalRequestSerializer(serializers.Serializer):
         "The tool's approval context (masked, tenant-scoped): `snapshot` as captured when the request was made, "
         "`live` recomputed now for a PENDING request (else null), `changed` names the facts that differ, "
         "`captured_at`. Money values are {amount, currency, display}."))
+    edit_rules = serializers.SerializerMethodField(help_text=(
+        "What an approver may change with POST .../edit/: [{field, rule, limit}], rule ANY or DECREASE_ONLY "
+        "(never above `limit`, the requester's own value; null: no limit but the tool's). Any other argument "
+        "is fixed (400 EDIT_NOT_ALLOWED); [] when nothing is editable or the request is no longer pending."))
     written_by_assistant = serializers.SerializerMethodField(help_text=(
         "Free-text arguments in the model's own words (e.g. a reason), capped: show them quoted and labelled, "
         "never as the platform's words."))
@@ -105,6 +110,12 @@ class ApprovalRequestSerializer(serializers.Serializer):
     def get_facts(self, request: ConfirmationRequest) -> dict:
         facts = self._facts(request)
         return {k: facts[k] for k in ("snapshot", "live", "changed", "captured_at")}
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_edit_rules(self, request: ConfirmationRequest) -> list:
+        if request.status != Status.PENDING:
+            return []
+        return edit_rules_of(request)
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_written_by_assistant(self, request: ConfirmationRequest) -> list:
@@ -199,7 +210,9 @@ class ApprovalEditApi(ApiView):
     class InputSerializer(StrictInputSerializer):
         arguments = serializers.DictField(help_text=(
             "The complete new arguments, checked like a model's call: the tool's schema (no extra fields), "
-            "business rules, money normalisation, precheck. Refused: 400 INVALID_ARGUMENTS with `errors`."))
+            "business rules, money normalisation, precheck. Refused: 400 INVALID_ARGUMENTS with `errors`. Only "
+            "the arguments in the request's `edit_rules` may differ from the current ones, as their rule allows "
+            "(an amount never above the requester's): else 400 EDIT_NOT_ALLOWED with `errors`."))
         base_arguments_hash = StrictCharField(max_length=64, validators=[ARGUMENTS_HASH], help_text=(
             "The `arguments_hash` you edited; when another approver edited first: 409 ARGUMENTS_CHANGED."))
         comment = StrictCharField(required=False, allow_blank=True, max_length=2000, default="")
@@ -210,7 +223,10 @@ class ApprovalEditApi(ApiView):
                        "masked arguments, summary, facts); the first hash is kept in `original_arguments_hash`. The "
                        "quorum restarts; the edit counts as the editor's approval of the new arguments, but never "
                        "alone: someone else must approve too. The requester and the model are told who changed "
-                       "what. Errors: 400 INVALID_ARGUMENTS (with `errors`), 400 EDIT_UNCHANGED, 403 "
+                       "what. An edit stays within what the requester asked for: a tool declares which arguments "
+                       "may change and how (`edit_rules`); anything else is refused, never sent on. Errors: 400 "
+                       "INVALID_ARGUMENTS (with `errors`), 400 EDIT_NOT_ALLOWED (with `errors`: one per field "
+                       "and why, code NOT_EDITABLE or ABOVE_REQUESTED), 400 EDIT_UNCHANGED, 403 "
                        "APPROVAL_FORBIDDEN, 404 CONFIRMATION_INVALID, 409 ALREADY_DECIDED / ARGUMENTS_CHANGED, "
                        "410 CONFIRMATION_EXPIRED."),
                    request=InputSerializer,
