@@ -172,7 +172,7 @@ def test_the_requesters_email_counts_approvals_as_the_quorum_does(make_refund, a
     # ran with 2 of 2 (the edit counts; decisions on an earlier revision do not)
     request = make_refund()
     stored = ConfirmationRequest.objects.get(pk=request.pk)
-    edited = {**stored.arguments, "amount": "100.00"}
+    edited = {**stored.arguments, "amount": "20.00"}
     from approvals.amendments import confirmation_edit
 
     with django_capture_on_commit_callbacks(execute=True):
