@@ -42,12 +42,19 @@ def kind_of(char: str) -> str:
     return HIDDEN_CATEGORIES.get(unicodedata.category(char), "")
 
 
+def _emoji_presentation(text: str, i: int) -> bool:
+    """U+FE0E/U+FE0F right after a symbol (an emoji's text or emoji presentation, "🌦️"): visible
+    in effect and common; a run of selectors, or one after anything else, is not."""
+    return text[i] in "\ufe0e\ufe0f" and i > 0 and unicodedata.category(text[i - 1]) == "So"
+
+
 def hidden_characters(text: str, *, allow: str = "") -> list[tuple[int, str]]:
     """The hidden characters of `text` as (index, character), in order; characters in `allow`
-    (e.g. "\\n\\t" for a description) are not reported. Non-str -> []."""
+    (e.g. "\\n\\t" for a description) are not reported, nor an emoji presentation selector right
+    after a symbol. Non-str -> []."""
     if not isinstance(text, str):
         return []
-    return [(i, c) for i, c in enumerate(text) if c not in allow and kind_of(c)]
+    return [(i, c) for i, c in enumerate(text) if c not in allow and kind_of(c) and not _emoji_presentation(text, i)]
 
 
 def describe(char: str) -> str:
