@@ -119,7 +119,9 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
         server.discovered_at, server.last_error = clock.now(), ""
         server.save(update_fields=["protocol_version", "server_name", "server_version", "discovered_at",
                                    "last_error", "updated_at"])
-        known = {t.remote_name: t for t in McpTool.objects.select_related("tool").filter(server=server)}
+        # Locked, so a review committing meanwhile is read, not overwritten with what was read before it.
+        known = {t.remote_name: t for t in McpTool.objects.select_for_update(of=("self",)).select_related("tool")
+                 .filter(server=server).order_by("pk")}
         for remote in listing.tools:
             version = _version(listing, remote.hash)
             refusal = _refusal(remote)
