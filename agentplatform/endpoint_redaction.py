@@ -109,3 +109,56 @@ def scrub_urls(text: str) -> str:
         return safe_url(found) + trail
 
     return _URL_IN_TEXT.sub(one, text)
+
+
+# Audit rows written before these rules recorded an MCP server's location as typed (its URL, its
+# command and arguments, its OAuth client id: agentplatform.controlplane.receivers' snapshot).
+def _legacy_snapshot(values: Any) -> Any:
+    """`values` (an old/new snapshot) unchanged when it records nothing as typed, else a copy as
+    rows are written now."""
+    if not isinstance(values, dict):
+        return values
+    typed_url = any(isinstance(values.get(k), str) and url_record(values[k])["url_rest_digest"]
+                    for k in ("url", "oauth_token_url"))
+    if not typed_url and not any(k in values for k in ("command", "args", "oauth_client_id")):
+        return values
+    shown = dict(values)
+    for key in ("url", "oauth_token_url"):
+        if isinstance(shown.get(key), str):
+            shown[key] = safe_url(shown[key])
+    if "command" in shown:
+        shown["command_line_digest"] = command_line_digest(str(shown.pop("command") or ""),
+                                                           shown.get("args") if isinstance(shown.get("args"), list) else ())
+    if "args" in shown:
+        shown["args_digest"] = digest(json.dumps(shown.pop("args"), ensure_ascii=False, default=str))
+    if "oauth_client_id" in shown:
+        value = shown.pop("oauth_client_id")
+        shown["oauth_client_id_digest"] = digest(str(value)) if value else ""
+    return shown
+
+
+def recorded_event_shown(masked_arguments: Any, message: str) -> tuple[Any, str]:
+    """An audit row's (masked_arguments, message) as any reader may see them: every URL in them
+    without userinfo, query and fragment (`scrub_urls`), and an MCP server's location as recorded
+    by rows written before these rules (its URL as typed, its command and arguments, its OAuth
+    client id) shown as the rows written now record it. The row itself is never changed (the trail
+    is append-only); exports, the audit API and the audit admin show it through this."""
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub_urls(value)
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    if isinstance(masked_arguments, dict) and (masked_arguments.get("object") or {}).get("type") == "mcp_server":
+        old, new = _legacy_snapshot(masked_arguments.get("old")), _legacy_snapshot(masked_arguments.get("new"))
+        if old is not masked_arguments.get("old") or new is not masked_arguments.get("new"):
+            masked_arguments = {**masked_arguments, "old": old, "new": new}
+            ident = masked_arguments["object"].get("id", "")
+            if isinstance(old, dict) and isinstance(new, dict):  # a CHANGED row: its summary named the values
+                message = f"mcp_server {ident} changed: " + ", ".join(
+                    f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new)
+    return walk(masked_arguments), scrub_urls(message)

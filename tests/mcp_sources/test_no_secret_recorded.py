@@ -195,3 +195,42 @@ def test_no_secret_of_a_server_reaches_any_exit(db, client, requester, operator,
     # the operator still reads the URL as typed (credentials are theirs)
     client.force_login(operator)
     assert QUERY in client.get(f"/admin/mcp_sources/mcpserver/{web.pk}/change/").content.decode()
+
+
+def test_rows_written_before_the_rule_are_shown_without_their_secrets(db, client, requester, acme_admin):
+    # given: control-change rows as the trail recorded a server before (URL as typed, command line)
+    from audit import events
+
+    typed = f"https://{USER}:{PASSWORD}@mcp.example.com/mcp?api_key={QUERY}"
+    created = {"tenant": "acme", "transport": "stdio", "url": typed, "command": "/usr/bin/crm",
+               "args": [f"--token={ARGUMENT}"], "headers": ["X-Api-Key"], "env": ["DEMO_TOKEN"],
+               "oauth_client_id": HEADER}
+    events.record(tenant_id=requester.tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status="CREATED",
+                  masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": None, "new": created},
+                  message="mcp_server crm created")
+    old, new = {"url": typed, "args": ["--token=old"]}, {"url": typed.replace(QUERY, "x"), "args": [f"--token={ARGUMENT}"]}
+    events.record(tenant_id=requester.tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status="CHANGED",
+                  masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": old, "new": new},
+                  message="mcp_server crm changed: " + ", ".join(f"{k}: {old[k]!r} -> {new[k]!r}" for k in new))
+    rows = AuditEvent.objects.filter(masked_arguments__object__type="mcp_server")
+    assert any(QUERY in row.message for row in rows)  # the rows themselves stay as written (append-only)
+
+    # then: the exports, the audit API and the audit admin show them without the secrets
+    acme_admin.user_permissions.add(Permission.objects.get(codename="export_auditevent"))
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=authorization_header(acme_admin))
+    for path in ("/api/v1/audit-events/?format=csv", "/api/v1/audit-events/?format=jsonl"):
+        body = b"".join(api.get(path).streaming_content).decode("utf-8")
+        assert "mcp.example.com/mcp" in body and "command_line_digest" in body
+        _absent(path, body)
+    listed = api.get("/api/v1/audit-events/?kind=control&page_size=500").json()["results"]
+    shown = [r for r in listed if (r["masked_arguments"] or {}).get("object", {}).get("type") == "mcp_server"]
+    assert len(shown) == 2 and "args_digest" in json.dumps(shown)
+    _absent("the audit API", json.dumps(shown))
+    client.force_login(acme_admin)
+    for row in rows:
+        page = client.get(f"/admin/audit/auditevent/{row.pk}/change/")
+        assert page.status_code == 200
+        _absent("the audit admin", page.content.decode())
