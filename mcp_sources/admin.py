@@ -90,7 +90,7 @@ def _shown(value) -> str:
     """A definition part as a reviewer reads it: JSON (indented) or text, every hidden character
     escaped and marked."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
-    return format_html('<pre class="mcp-definition" style="white-space:pre-wrap">{}</pre>', visible_html(text))
+    return format_html('<pre class="mcp-definition">{}</pre>', visible_html(text))
 
 
 def _model_view(row: McpTool) -> dict | str:
