@@ -10,6 +10,7 @@ from mcp_sources import services as mcp_services
 from mcp_sources.client import Listing
 from mcp_sources.models import McpTool
 from mcp_sources.services import server_discover
+from tests.browser.test_newcomers import _axe
 from tests.mcp_sources.conftest import make_server
 from tests.mcp_sources.test_review_integrity import SCHEMA_V2, TAGS, remote
 from tools.models import Tool
@@ -37,6 +38,7 @@ def test_the_operator_sees_hidden_characters_and_a_stale_review_is_refused(open_
     assert marks.count() >= 50
     expect(person.page.locator("body")).to_contain_text("refused at discovery")
     person.shot("0-refused-tool")
+    assert _axe(person, "mcp-tool") == []  # the marked escapes keep enough contrast
 
     # the review page of the clean tool, then the server changes it before the click
     person.goto("/admin/mcp_sources/mcptool/")
@@ -46,6 +48,7 @@ def test_the_operator_sees_hidden_characters_and_a_stale_review_is_refused(open_
     expect(person.page.locator("body")).to_contain_text("What the model will read")
     expect(person.page.locator("body")).to_contain_text("City name")
     person.shot("1-review-page")
+    assert _axe(person, "mcp-review") == []
     listed[0] = remote(schema=SCHEMA_V2)
     server_discover(server_id=server.pk)
     person.page.get_by_role("button", name="Approve what is shown and enable / 批准并启用").click()
