@@ -83,7 +83,9 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             else:
                 self.message_user(request, f"{server.name}: {len(report.added)} added, {len(report.changed)} changed, "
                                            f"{len(report.disabled)} disabled until reviewed again, "
-                                           f"{len(report.gone)} gone", messages.SUCCESS)
+                                           f"{len(report.gone)} gone, {len(report.refused)} refused "
+                                           f"(hidden characters, names or sizes: see MCP tools)",
+                                  messages.WARNING if report.refused else messages.SUCCESS)
 
 
 def _shown(value) -> str:
