@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from agentplatform.endpoint_redaction import recorded_event_shown
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from audit.models import AuditEvent
 
@@ -50,8 +51,22 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
     list_select_related = ("tenant", "actor")
     ordering = ("-occurred_at",)
     fieldsets = (
-        (None, {"fields": ("occurred_at", "tenant", "actor", "decision", "status", "message")}),
-        ("Call", {"fields": ("tool_name", "tool_owner", "tool_version", "policy_decision", "arguments_hash", "masked_arguments", "duration_ms")}),
+        (None, {"fields": ("occurred_at", "tenant", "actor", "decision", "status", "message_shown")}),
+        ("Call", {"fields": ("tool_name", "tool_owner", "tool_version", "policy_decision", "arguments_hash", "masked_arguments_shown", "duration_ms")}),
         ("Correlation", {"fields": ("request_id", "conversation_id", "run_id", "tool_call_id", "confirmation_id",
                                     "idempotency_key", "business_result_id")}),
     )
+    readonly_fields = ("message_shown", "masked_arguments_shown")
+
+    # A location recorded before the trail stopped recording secrets (an MCP server's URL as typed,
+    # its command line) is shown as rows record it now; the row itself is never changed.
+    @admin.display(description="message")
+    def message_shown(self, obj: AuditEvent) -> str:
+        return recorded_event_shown(obj.masked_arguments, obj.message)[1]
+
+    @admin.display(description="masked arguments")
+    def masked_arguments_shown(self, obj: AuditEvent) -> str:
+        import json
+
+        shown = recorded_event_shown(obj.masked_arguments, obj.message)[0]
+        return json.dumps(shown, ensure_ascii=False, sort_keys=True) if shown is not None else "-"

@@ -1,16 +1,33 @@
 """Admin of MCP sources: platform operators register servers (platform-wide or for one tenant),
 discover their tools and review them; a tenant administrator sees their own tenant's servers and
-tools, never a server's credentials (issue 14 items 1, 2 and 5)."""
+tools, never a server's credentials, command line, or its URL's userinfo and query
+(docs/remote_tools.md).
+
+A review is made on a page that shows each definition with every hidden character escaped
+(agentplatform.visible_text) and carries the hash of what it showed; the review is refused when
+the definition changed since (mcp_sources.services.tool_review)."""
 from __future__ import annotations
+
+import json
 
 from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
+from agentplatform.endpoint_redaction import safe_url
+from agentplatform.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR
+from agentplatform.visible_text import visible_html
 from mcp_sources import breaker, services
 from mcp_sources.models import McpServer, McpTool
+from mcp_sources.schema import strict_schema
+
+# Fields of a server a tenant administrator never reads: credentials, the command line, and the
+# URLs as typed (shown to them without userinfo, query and fragment instead).
+_OPERATOR_ONLY = (*McpServer.SECRET_FIELDS, "oauth_client_id", "command", "args", "url", "oauth_token_url")
 
 
 @admin.register(McpServer)
@@ -27,10 +44,25 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj=None):
         fields = list(super().get_fields(request, obj))
-        if self.role(request) != PLATFORM_OPERATOR:  # credentials: platform operators only
-            fields = [f for f in fields if f not in McpServer.SECRET_FIELDS
-                      and f not in ("oauth_client_id", "command", "args")]
+        if self.role(request) != PLATFORM_OPERATOR:  # credentials and command lines: platform operators only
+            fields = [f for f in fields if f not in _OPERATOR_ONLY and f not in ("safe_url", "safe_token_url")]
+            fields[fields.index("transport") + 1:fields.index("transport") + 1] = ["safe_url", "safe_token_url"]
         return fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return (*super().get_readonly_fields(request, obj), "safe_url", "safe_token_url")
+
+    def get_search_fields(self, request: HttpRequest):
+        # Searching the URL would let a reader probe its query one character at a time.
+        return self.search_fields if self.role(request) == PLATFORM_OPERATOR else ("name", "owner")
+
+    @admin.display(description="URL")
+    def safe_url(self, obj: McpServer) -> str:
+        return safe_url(obj.url)
+
+    @admin.display(description="OAuth token URL")
+    def safe_token_url(self, obj: McpServer) -> str:
+        return safe_url(obj.oauth_token_url)
 
     def get_actions(self, request: HttpRequest):
         actions = super().get_actions(request)
@@ -51,18 +83,40 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             else:
                 self.message_user(request, f"{server.name}: {len(report.added)} added, {len(report.changed)} changed, "
                                            f"{len(report.disabled)} disabled until reviewed again, "
-                                           f"{len(report.gone)} gone", messages.SUCCESS)
+                                           f"{len(report.gone)} gone, {len(report.refused)} refused "
+                                           f"(hidden characters, names or sizes: see MCP tools)",
+                                  messages.WARNING if report.refused else messages.SUCCESS)
+
+
+def _shown(value) -> str:
+    """A definition part as a reviewer reads it: JSON (indented) or text, every hidden character
+    escaped and marked."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+    return format_html('<pre class="mcp-definition">{}</pre>', visible_html(text))
+
+
+def _model_view(row: McpTool) -> dict | str:
+    """What the model would be sent if this definition were approved (the schema tightened as
+    mcp_sources.schema.strict_schema does), or why it cannot be built."""
+    try:
+        schema = strict_schema(row.input_schema)
+    except ValueError as error:
+        return str(error)
+    return {"name": row.tool.name, "description": row.description or row.remote_name, "parameters": schema}
 
 
 @admin.register(McpTool)
 class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
-    list_display = ("tool", "server", "remote_name", "reviewed", "enabled", "risk", "listed", "reviewed_by",
-                    "reviewed_at", "definition_hash")
+    list_display = ("tool", "server", "remote_name_shown", "reviewed", "refused", "enabled", "risk", "listed",
+                    "reviewed_by", "reviewed_at", "definition_hash")
     # Only the servers of the tools this viewer sees (not every tenant's server names).
     list_filter = (("server", admin.RelatedOnlyFieldListFilter), "listed")
     search_fields = ("remote_name", "tool__name", "description")
-    readonly_fields = ("server", "tool", "remote_name", "description", "input_schema", "annotations",
-                       "definition_hash", "reviewed_hash", "reviewed_by", "reviewed_at", "listed", "updated_at")
+    # Every part of a definition is shown escaped (a raw field would render hidden characters as nothing).
+    fields = ("server", "tool", "remote_name_shown", "refusal", "description_shown", "input_schema_shown",
+              "annotations_shown", "definition_hash", "review_state", "reviewed_hash", "reviewed_definition_shown",
+              "reviewed_by", "reviewed_at", "listed", "updated_at")
+    readonly_fields = fields
     actions = ["review_and_enable"]
     tenant_path = "server__tenant_id"
     tenant_admin_can = frozenset({"view"})
@@ -76,9 +130,37 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             actions.pop("review_and_enable", None)
         return actions
 
+    @admin.display(description="remote name")
+    def remote_name_shown(self, obj: McpTool) -> str:
+        return visible_html(obj.remote_name)
+
+    @admin.display(description="description (hidden characters shown as \\u{…})")
+    def description_shown(self, obj: McpTool) -> str:
+        return _shown(obj.description)
+
+    @admin.display(description="input schema")
+    def input_schema_shown(self, obj: McpTool) -> str:
+        return _shown(obj.input_schema)
+
+    @admin.display(description="the server's annotations (not used for risk)")
+    def annotations_shown(self, obj: McpTool) -> str:
+        return _shown(obj.annotations) if obj.annotations is not None else "—"
+
+    @admin.display(description="reviewed definition (what the model is sent)")
+    def reviewed_definition_shown(self, obj: McpTool) -> str:
+        return _shown(obj.reviewed_definition) if obj.reviewed_definition is not None else "—"
+
+    @admin.display(description="may be enabled?")
+    def review_state(self, obj: McpTool) -> str:
+        return obj.review_problem() or "yes: the current definition is the reviewed one"
+
     @admin.display(boolean=True)
     def reviewed(self, obj: McpTool) -> bool:
         return obj.reviewed
+
+    @admin.display(boolean=True, description="refused")
+    def refused(self, obj: McpTool) -> bool:
+        return bool(obj.refusal)
 
     @admin.display(boolean=True)
     def enabled(self, obj: McpTool) -> bool:
@@ -88,12 +170,28 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def risk(self, obj: McpTool) -> str:
         return obj.tool.risk
 
-    @admin.action(description="Approve the definition shown and enable (risk stays HIGH unless overridden)")
-    def review_and_enable(self, request: HttpRequest, queryset) -> None:
-        for row in queryset:
-            try:
-                services.tool_review(mcp_tool_id=row.pk, reviewer=request.user)
-            except ValueError as error:
-                self.message_user(request, f"{row}: {error}", messages.ERROR)
-            else:
-                self.message_user(request, f"{row.tool.name} reviewed and enabled", messages.SUCCESS)
+    @admin.action(description="Review the selected definitions… (approve what is shown and enable)")
+    def review_and_enable(self, request: HttpRequest, queryset):
+        """First POST: a page showing each selected definition escaped, with the hash of what it
+        shows in the form. Second POST (`confirm`): each tool is approved only if its definition
+        still has the hash shown (mcp_sources.services.tool_review)."""
+        rows = list(queryset.select_related("server", "tool"))
+        if request.POST.get("confirm") == "yes":
+            for row in rows:
+                shown = request.POST.get(f"definition_hash_{row.pk}", "")
+                try:
+                    services.tool_review(mcp_tool_id=row.pk, reviewer=request.user, definition_hash=shown)
+                except DomainError as error:
+                    self.message_user(request, f"{row}: {error.message}", messages.ERROR)
+                else:
+                    self.message_user(request, f"{row.tool.name} reviewed and enabled", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Review remote tools / 审核远程工具",
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "rows": [{"row": row, "model_view": _shown(_model_view(row)), "description": _shown(row.description),
+                      "schema": _shown(row.input_schema), "annotations": self.annotations_shown(row)}
+                     for row in rows],
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/mcp_sources/mcptool/review.html", context)

@@ -31,13 +31,14 @@ class ServerConfig:
     pk: int
     name: str
     transport: str
-    url: str = ""
-    command: str = ""
-    args: tuple[str, ...] = ()
+    # Where the server is may carry a secret (a URL's query, a command's arguments): no repr shows it.
+    url: str = field(default="", repr=False)
+    command: str = field(default="", repr=False)
+    args: tuple[str, ...] = field(default=(), repr=False)
     env: dict[str, str] = field(default_factory=dict, repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
-    oauth_token_url: str = ""
-    oauth_client_id: str = ""
+    oauth_token_url: str = field(default="", repr=False)
+    oauth_client_id: str = field(default="", repr=False)
     oauth_client_secret: str = field(default="", repr=False)
     oauth_scopes: str = ""
     timeout_seconds: float = 30.0

@@ -7,7 +7,9 @@ the tests' local server. Run it as
 Tools (a logistics partner's, made up): `track_shipment` (reads) and `open_support_ticket` (a side
 effect: each execution appends one JSON line to $MCP_DEMO_LOG when set). Knobs for tests:
 MCP_DEMO_SCHEMA=v2 changes open_support_ticket's input schema (a new `assignee` argument);
-MCP_DEMO_HANG=<seconds> makes every tool call sleep that long before answering.
+MCP_DEMO_HANG=<seconds> makes every tool call sleep that long before answering;
+MCP_DEMO_HIDDEN=<text> appends <text> to track_shipment's description as invisible Unicode tag
+characters (what a poisoned server would do).
 """
 from __future__ import annotations
 
@@ -33,8 +35,13 @@ def _hang() -> None:
         time.sleep(seconds)
 
 
-@server.tool(description="Track a parcel by its tracking number (e.g. SF1234567890): carrier, status, city. "
-                         "查询快递运单的物流状态。")
+_TRACK = "Track a parcel by its tracking number (e.g. SF1234567890): carrier, status, city. 查询快递运单的物流状态。"
+if os.environ.get("MCP_DEMO_HIDDEN"):
+    # The text as Unicode tag characters: nothing on a screen, plain ASCII to a model.
+    _TRACK += "".join(chr(0xE0000 + ord(c)) for c in os.environ["MCP_DEMO_HIDDEN"] if ord(c) < 0x80)
+
+
+@server.tool(description=_TRACK)
 def track_shipment(tracking_number: str) -> dict:
     _hang()
     shipment = _SHIPMENTS.get(tracking_number)

@@ -92,8 +92,11 @@ class McpTool(models.Model):
     """One tool as the server last described it, and the definition an administrator reviewed.
 
     `definition_hash` = SHA-256 of the canonical JSON of {name, description, inputSchema} as last
-    listed; `reviewed_hash` = the one an administrator approved. The Tool row is enabled only while
-    they are equal: a server that changes a reviewed tool behind its name gets it disabled again.
+    listed; `reviewed_hash` = the one an administrator approved and `reviewed_definition` that
+    definition itself ({"name", "description", "inputSchema"}), from which the model's definition is
+    built. `refusal` = why discovery refused the current definition (mcp_sources.vetting), "" when
+    it passed. The Tool row may be enabled, and is offered, only while `review_problem()` is "":
+    a server that changes a reviewed tool behind its name gets it disabled again.
     """
 
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
@@ -104,7 +107,11 @@ class McpTool(models.Model):
     annotations = models.JSONField(null=True, blank=True,
                                    help_text="The server's own hints, shown for review only: never used for risk.")
     definition_hash = models.CharField(max_length=64)
+    refusal = models.TextField(blank=True, help_text="Why discovery refused this definition (hidden characters, "
+                                                     "length, names); it cannot be reviewed until the server fixes it.")
     reviewed_hash = models.CharField(max_length=64, blank=True)
+    reviewed_definition = models.JSONField(null=True, blank=True, help_text="The definition as reviewed: what the "
+                                                                            "model is sent, nothing else.")
     reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
     reviewed_at = models.DateTimeField(null=True, blank=True)
@@ -122,3 +129,45 @@ class McpTool(models.Model):
     @property
     def reviewed(self) -> bool:
         return bool(self.reviewed_hash) and self.reviewed_hash == self.definition_hash
+
+    def current_definition(self) -> dict:
+        """The definition as the server last listed it: {"name", "description", "inputSchema"}."""
+        return {"name": self.remote_name, "description": self.description or "", "inputSchema": self.input_schema or {}}
+
+    def review_problem(self) -> str:
+        """Why this tool may not be enabled or offered now, "" when it may: its current definition
+        is the reviewed one, the stored reviewed definition still hashes to the reviewed hash (a
+        row edited behind the review fails here), it passes the checks of mcp_sources.vetting, and
+        the server still lists it."""
+        from mcp_sources.schema import definition_hash
+        from mcp_sources.vetting import definition_problems
+
+        if self.refusal:
+            return f"its definition was refused at discovery: {self.refusal}"
+        if not self.listed:
+            return "the server no longer lists it"
+        if not self.reviewed_hash:
+            return "its definition has not been reviewed (MCP tools: review it first)"
+        if self.reviewed_hash != self.definition_hash:
+            return "the server changed its definition since it was reviewed; review it again"
+        reviewed = self.reviewed_definition
+        if not isinstance(reviewed, dict) or definition_hash(
+                name=reviewed.get("name"), description=reviewed.get("description"),
+                input_schema=reviewed.get("inputSchema")) != self.reviewed_hash:
+            return "the stored reviewed definition does not match the reviewed hash; review it again"
+        problems = definition_problems(name=reviewed.get("name"), description=reviewed.get("description"),
+                                       input_schema=reviewed.get("inputSchema"))
+        if problems:
+            return "the reviewed definition fails the checks: " + "; ".join(problems)
+        return ""
+
+
+def tool_enable_refusal(tool) -> str:
+    """The enable guard of remote tools (tools.models.ENABLE_GUARDS, registered in
+    mcp_sources.apps): why the Tool row `tool` may not be enabled, "" when it may. A row with an
+    McpTool may be enabled only while `McpTool.review_problem()` is ""; a row whose source says it
+    is remote but has no McpTool never."""
+    row = McpTool.objects.filter(tool_id=tool.pk).first() if tool.pk is not None else None
+    if row is None:
+        return "a remote tool has no discovered definition" if (tool.source or "").startswith("mcp:") else ""
+    return row.review_problem()

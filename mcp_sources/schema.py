@@ -27,10 +27,12 @@ def wire_name(server: str, remote_name: str) -> str:
 
 def definition_hash(*, name: str, description: str | None, input_schema: dict[str, Any] | None) -> str:
     """SHA-256 (hex) of the canonical JSON (sorted keys, no spaces, UTF-8) of what a reviewer
-    approves: the tool's remote name, description and input schema."""
+    approves: the tool's remote name, description and input schema. A lone surrogate (a server
+    may send one as a JSON escape) is hashed as its code point, so such a definition still gets a
+    hash and is refused by the checks (mcp_sources.vetting) instead of failing the whole listing."""
     text = json.dumps({"name": name, "description": description or "", "inputSchema": input_schema or {}},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def strict_schema(schema: dict[str, Any] | None) -> dict[str, Any]:

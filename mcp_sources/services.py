@@ -9,13 +9,18 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from agentplatform import clock
+from agentplatform.endpoint_redaction import scrub_urls
+from agentplatform.errors import Conflict, PermissionDenied
 from agentplatform.tenancy.models import Tenant
+from agentplatform.tenancy.roles import is_platform_operator
+from agentplatform.text import storable_text
 from audit import events
 from audit.models import AuditEvent
 from mcp_sources import specs
-from mcp_sources.client import Listing, McpUnavailable, ServerConfig, list_tools
+from mcp_sources.client import Listing, McpUnavailable, RemoteTool, ServerConfig, list_tools
 from mcp_sources.models import McpServer, McpTool
 from mcp_sources.schema import wire_name
+from mcp_sources.vetting import definition_problems
 from tools.models import ApprovalPolicy, RiskLevel, TenantToolPolicy, Tool
 
 logger = logging.getLogger(__name__)
@@ -30,7 +35,40 @@ class DiscoveryReport:
     changed: list[str] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     error: str = ""
+
+
+class ReviewRefused(Conflict):
+    """A review that cannot be recorded: the definition changed since it was shown
+    (DEFINITION_CHANGED), it was refused at discovery (DEFINITION_REFUSED), or the server no longer
+    lists the tool (TOOL_NOT_LISTED). Nothing was changed."""
+
+    code = "REVIEW_REFUSED"
+
+
+def _storable(value):
+    """`value` (JSON-like) with every string and key storable in PostgreSQL (NUL and lone
+    surrogates become U+FFFD, agentplatform.text): a refused definition is still kept for the
+    reviewer to look at; its hash is of what the server sent."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _stored_name(remote_name: str) -> str:
+    """The remote name as stored (and matched on the next discovery)."""
+    return storable_text(remote_name)[:200]
+
+
+def _refusal(remote: RemoteTool) -> str:
+    """Why the listed definition is refused (mcp_sources.vetting), "" when it passes."""
+    return "; ".join(definition_problems(name=remote.name, description=remote.description,
+                                         input_schema=remote.input_schema))[:4000]
 
 
 def _tenants(server: McpServer) -> list[int]:
@@ -71,8 +109,8 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
     try:
         listing = list_tools(ServerConfig.of(server))
     except McpUnavailable as error:
-        McpServer.objects.filter(pk=server.pk).update(last_error=str(error)[:500])
-        report.error = str(error)
+        report.error = scrub_urls(str(error))[:500]  # shown to a tenant administrator on the server's row
+        McpServer.objects.filter(pk=server.pk).update(last_error=report.error)
         return report
     with transaction.atomic(durable=not transaction.get_connection().in_atomic_block):
         server = McpServer.objects.select_for_update().get(pk=server_id)
@@ -81,23 +119,30 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
         server.discovered_at, server.last_error = clock.now(), ""
         server.save(update_fields=["protocol_version", "server_name", "server_version", "discovered_at",
                                    "last_error", "updated_at"])
-        known = {t.remote_name: t for t in McpTool.objects.select_related("tool").filter(server=server)}
+        # Locked, so a review committing meanwhile is read, not overwritten with what was read before it.
+        known = {t.remote_name: t for t in McpTool.objects.select_for_update(of=("self",)).select_related("tool")
+                 .filter(server=server).order_by("pk")}
         for remote in listing.tools:
             version = _version(listing, remote.hash)
-            row = known.pop(remote.name, None)
+            refusal = _refusal(remote)
+            if refusal:
+                report.refused.append(wire_name(server.name, remote.name))
+            row = known.pop(_stored_name(remote.name), None)
             if row is None:
-                _add(server, remote, version, report)
+                _add(server, remote, version, report, refusal=refusal)
                 continue
             tool = row.tool
-            if row.definition_hash != remote.hash or not row.listed:
+            if row.definition_hash != remote.hash or not row.listed or row.refusal != refusal:
                 was_reviewed = row.reviewed
                 old_hash = row.definition_hash
-                row.description, row.input_schema, row.annotations = remote.description, remote.input_schema, \
-                    remote.annotations
-                row.definition_hash, row.listed = remote.hash, True
+                row.description, row.input_schema = storable_text(remote.description), _storable(remote.input_schema)
+                row.annotations = _storable(remote.annotations)
+                row.definition_hash, row.listed, row.refusal = remote.hash, True, refusal
                 row.save()
-                tool.description, tool.version, tool.registered = remote.description.strip(), version, True
-                if row.reviewed_hash and row.reviewed_hash != remote.hash and tool.enabled:
+                tool.description, tool.version, tool.registered = row.description.strip(), version, True
+                # Enabled only while the definition is the reviewed one (McpTool.review_problem);
+                # the Tool row refuses to be saved enabled otherwise.
+                if tool.enabled and row.review_problem():
                     tool.enabled = False
                     report.disabled.append(tool.name)
                 tool.save()
@@ -105,9 +150,10 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
                     report.changed.append(tool.name)
                     _audit(server, tool_name=tool.name, status="CHANGED", owner=tool.owner, version=version,
                            message=(f"MCP tool {tool.name}: definition changed on the server"
-                                    + ("; disabled until reviewed again" if was_reviewed else "")),
+                                    + ("; disabled until reviewed again" if was_reviewed else "")
+                                    + ("; refused: " + refusal[:300] if refusal else "")),
                            details={"old_hash": old_hash, "new_hash": remote.hash,
-                                    "reviewed_hash": row.reviewed_hash})
+                                    "reviewed_hash": row.reviewed_hash, "refused": bool(refusal)})
         for row in known.values():  # no longer listed: not offered, kept for the record
             if row.listed:
                 row.listed = False
@@ -118,32 +164,57 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
     return report
 
 
-def _add(server: McpServer, remote, version: str, report: DiscoveryReport) -> None:
+def _add(server: McpServer, remote: RemoteTool, version: str, report: DiscoveryReport, *, refusal: str) -> None:
     name = wire_name(server.name, remote.name)
-    tool = Tool(name=name, description=remote.description.strip(), enabled=False, registered=True,
+    if Tool.objects.filter(name=name).exists():  # two remote names that map to one wire name
+        name = name[:55] + "_" + remote.hash[:8]
+    description = storable_text(remote.description)
+    tool = Tool(name=name, description=description.strip(), enabled=False, registered=True,
                 source=server.source, owner=server.owner, version=version, tenant_id=server.tenant_id,
                 default_risk=RiskLevel.HIGH, default_policy=ApprovalPolicy.REQUESTER)
     tool.save()
-    McpTool.objects.create(server=server, tool=tool, remote_name=remote.name, description=remote.description,
-                           input_schema=remote.input_schema, annotations=remote.annotations,
-                           definition_hash=remote.hash)
+    McpTool.objects.create(server=server, tool=tool, remote_name=_stored_name(remote.name), description=description,
+                           input_schema=_storable(remote.input_schema), annotations=_storable(remote.annotations),
+                           definition_hash=remote.hash, refusal=refusal)
     report.added.append(name)
     _audit(server, tool_name=name, status="CREATED", owner=tool.owner, version=version,
-           message=f"MCP tool {name} discovered; disabled until reviewed",
-           details={"new_hash": remote.hash})
+           message=f"MCP tool {name} discovered; " + (f"refused: {refusal[:300]}" if refusal
+                                                      else "disabled until reviewed"),
+           details={"new_hash": remote.hash, "refused": bool(refusal)})
 
 
-@transaction.atomic
-def tool_review(*, mcp_tool_id: int, reviewer) -> McpTool:
-    """Approve the definition a remote tool has now and enable it (issue 14 item 2). Its risk stays
-    HIGH (the registry's value for remote tools) unless an administrator overrides it on the Tool.
-    For a tenant's own server the tenant's whitelist entry is created too. Audited with the hash.
-    Raises McpTool.DoesNotExist; ValueError when the server no longer lists the tool."""
+@transaction.atomic(durable=True)
+def tool_review(*, mcp_tool_id: int, reviewer, definition_hash: str) -> McpTool:
+    """Approve the definition the reviewer was shown and enable the tool (docs/remote_tools.md).
+
+    definition_hash: the hash of the definition displayed to the reviewer (the review page carries
+    it in its form). The review is recorded only if the tool's current definition still has that
+    hash: a server that changed the tool between the page and the click gets nothing approved. The
+    definition itself is stored as `reviewed_definition`: the model is sent that, nothing else.
+    Its risk stays HIGH (the registry's value for remote tools) unless an administrator overrides it
+    on the Tool. For a tenant's own server the tenant's whitelist entry is created too. Audited
+    with the hash.
+    Raises McpTool.DoesNotExist; PermissionDenied when `reviewer` is not a platform operator;
+    ReviewRefused (code DEFINITION_CHANGED, DEFINITION_REFUSED or TOOL_NOT_LISTED), nothing changed.
+    """
+    if reviewer is None or not is_platform_operator(reviewer):
+        raise PermissionDenied("only a platform operator reviews a remote tool's definition")
     row = McpTool.objects.select_for_update().select_related("server", "tool").get(pk=mcp_tool_id)
     if not row.listed:
-        raise ValueError("the server no longer lists this tool")
+        raise ReviewRefused("the server no longer lists this tool", code="TOOL_NOT_LISTED")
+    if row.refusal:
+        raise ReviewRefused(f"this definition was refused at discovery and cannot be reviewed: {row.refusal}",
+                            code="DEFINITION_REFUSED")
+    if not definition_hash or definition_hash != row.definition_hash:
+        raise ReviewRefused(
+            "the definition changed since it was shown to you; nothing was approved. Look at it again "
+            "/ 工具定义在您查看之后已更改，未作任何批准，请重新查看", code="DEFINITION_CHANGED")
     row.reviewed_hash, row.reviewed_by, row.reviewed_at = row.definition_hash, reviewer, clock.now()
-    row.save(update_fields=["reviewed_hash", "reviewed_by", "reviewed_at", "updated_at"])
+    row.reviewed_definition = row.current_definition()
+    problem = row.review_problem()
+    if problem:  # e.g. a stored definition that no longer hashes to its hash
+        raise ReviewRefused(problem, code="DEFINITION_REFUSED")
+    row.save(update_fields=["reviewed_hash", "reviewed_definition", "reviewed_by", "reviewed_at", "updated_at"])
     tool = row.tool
     tool.enabled = True
     tool.save()

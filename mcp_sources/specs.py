@@ -60,10 +60,12 @@ def remote_spec(name: str) -> ToolSpec | None:
 
     row = McpTool.objects.select_related("server", "tool").filter(tool__name=name).first()
     spec = None
-    if row is not None:
+    # Only a tool whose current definition is the reviewed one has a spec (so it is never offered,
+    # searched or called otherwise, whatever the Tool row says), and the spec is built from the
+    # stored reviewed definition: the model reads exactly what the reviewer approved.
+    if row is not None and not row.review_problem():
         # The same definition keeps the same spec (and parameter class): callers cache by it.
-        key = (row.definition_hash, row.reviewed_hash, row.description, row.tool.owner, row.tool.version,
-               row.server.name)
+        key = (row.reviewed_hash, row.tool.owner, row.tool.version, row.server.name)
         built = _BUILT.get(name)
         spec = built[1] if built is not None and built[0] == key else _build(row)
         _BUILT[name] = (key, spec)
@@ -73,14 +75,15 @@ def remote_spec(name: str) -> ToolSpec | None:
 
 
 def _build(row: Any) -> ToolSpec | None:
+    reviewed = row.reviewed_definition
     try:
-        parameters = parameter_model(row.tool.name, row.input_schema)
+        parameters = parameter_model(row.tool.name, reviewed["inputSchema"])
     except ValueError:
         logger.warning("MCP tool %s has an invalid input schema; not offered", row.tool.name)
         return None
-    remote = RemoteCall(server_id=row.server_id, remote_name=row.remote_name, reviewed_hash=row.reviewed_hash)
+    remote = RemoteCall(server_id=row.server_id, remote_name=reviewed["name"], reviewed_hash=row.reviewed_hash)
     return ToolSpec(
-        name=row.tool.name, description=row.description or row.remote_name, parameters=parameters,
+        name=row.tool.name, description=reviewed["description"] or reviewed["name"], parameters=parameters,
         execute=_not_directly, risk="HIGH", owner=row.tool.owner, version=row.tool.version,
         source=row.server.source, remote=remote, result_converter=convert_result,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
+from agentplatform.endpoint_redaction import safe_url
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import is_platform_operator
 from audit.admin import ReadOnlyAdminMixin
@@ -33,11 +34,19 @@ class WebhookEndpointAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def host(self, obj: WebhookEndpoint) -> str:
         return host_of(obj.url)
 
+    @admin.display(description="URL")
+    def safe_url(self, obj: WebhookEndpoint) -> str:
+        # A relay's URL path or query is often its credential: others read scheme, host and a digest.
+        return safe_url(obj.url, keep_path=False)
+
     def get_fields(self, request, obj=None):
-        fields = ["tenant", "name", "url", "is_active", "created_at"]
-        if is_platform_operator(request.user):
-            fields.append("secret")  # only operators ever read it
-        return fields
+        if not is_platform_operator(request.user):
+            return ["tenant", "name", "safe_url", "is_active", "created_at"]
+        return ["tenant", "name", "url", "is_active", "created_at", "secret"]  # only operators read these
+
+    def get_search_fields(self, request):
+        # Searching the URL would let a reader probe it one character at a time.
+        return self.search_fields if is_platform_operator(request.user) else ("name",)
 
     def get_readonly_fields(self, request, obj=None):
         return ("created_at", "secret") if is_platform_operator(request.user) else self.get_fields(request, obj)

@@ -13,6 +13,7 @@ the pipeline uses.
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.forms.models import BaseInlineFormSet
 from django.db import transaction
 from django.db.models import Q, QuerySet
@@ -37,7 +38,8 @@ from agentplatform.tenancy.models import Tenant, User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 from audit.admin import ReadOnlyAdminMixin
 from tools.access import tool_access, tools_access
-from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
+from agentplatform.visible_text import visible_html
+from tools.models import IdempotencyRecord, TenantToolPolicy, Tool, enable_refusal
 from tools.policy import EffectivePolicy, effective_policy
 from tools.registry import registry
 from tools.services import tenant_tool_set_enabled
@@ -182,10 +184,11 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
                     "owner", "version", "source", "registered", "updated_at")
     list_filter = ("enabled", "registered", "source", "default_risk", "risk_override", "policy_override")
     search_fields = ("name", "description", "owner")
-    readonly_fields = ("name", "description", "registered", "default_risk", "default_policy", "in_effect",
-                       "owner", "version", "source", "tenant", "updated_at")
+    readonly_fields = ("name", "description_shown", "registered", "default_risk", "default_policy", "in_effect",
+                       "owner", "version", "source", "tenant", "enable_state", "updated_at")
     fieldsets = (
-        (None, {"fields": ("name", "description", "registered", "enabled", "owner", "version", "source", "tenant")}),
+        (None, {"fields": ("name", "description_shown", "registered", "enabled", "enable_state", "owner", "version",
+                           "source", "tenant")}),
         ("Risk and approval policy for every tenant (blank = the registry's value)", {
             "fields": (("default_risk", "risk_override"), ("default_policy", "policy_override"), "quorum",
                        "ttl_seconds", "critical_floor_waiver"),
@@ -224,6 +227,15 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
         if request is not None and admin_role(request.user) == TENANT_ADMINISTRATOR:
             tenant_policy = TenantToolPolicy.objects.filter(tool=obj, tenant_id=request.user.tenant_id).first()
         return effective_policy(spec, obj, tenant_policy)
+
+    @admin.display(description="description")
+    def description_shown(self, obj: Tool):
+        # Hidden characters (a remote tool's description comes from its server) shown as \u{…}.
+        return visible_html(obj.description)
+
+    @admin.display(description="may be enabled?")
+    def enable_state(self, obj: Tool) -> str:
+        return enable_refusal(obj) or "yes"
 
     @admin.display(description="risk")
     def effective_risk(self, obj: Tool) -> str:
@@ -467,9 +479,15 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
 
     def _set(self, request: HttpRequest, queryset: QuerySet[TenantToolPolicy], *, enabled: bool) -> None:
         entries = list(queryset.select_related("tool"))
+        done = 0
         for entry in entries:
-            tenant_tool_set_enabled(tenant_id=entry.tenant_id, tool_name=entry.tool.name, enabled=enabled)
-        self.message_user(request, f"{len(entries)} whitelist entr{'y' if len(entries) == 1 else 'ies'} "
+            try:
+                tenant_tool_set_enabled(tenant_id=entry.tenant_id, tool_name=entry.tool.name, enabled=enabled)
+            except ValidationError as error:  # a remote tool whose definition is not the reviewed one
+                self.message_user(request, f"{entry}: {' '.join(error.messages)}", messages.ERROR)
+            else:
+                done += 1
+        self.message_user(request, f"{done} whitelist entr{'y' if done == 1 else 'ies'} "
                                    f"{'enabled' if enabled else 'disabled'}; the next runs follow.", messages.SUCCESS)
 
 

@@ -2,7 +2,31 @@
 per-tenant policies, and the idempotency records that make side effects run once."""
 from __future__ import annotations
 
+from typing import Callable
+
+from django.core.exceptions import ValidationError
 from django.db import models
+
+# Why a Tool row may not be enabled now, asked of the apps above this one that know (mcp_sources
+# refuses a remote tool whose current definition is not the reviewed one). guard(tool) -> reason,
+# "" when it may. Asked by Tool and TenantToolPolicy in clean() (every admin form, list_editable)
+# and again in save() (admin actions, services, `manage.py shell`), so no path enables it.
+ENABLE_GUARDS: list[Callable[["Tool"], str]] = []
+
+
+def add_enable_guard(guard: Callable[["Tool"], str]) -> None:
+    """Register `guard(tool) -> reason or ""` (see ENABLE_GUARDS); called from an AppConfig.ready."""
+    if guard not in ENABLE_GUARDS:
+        ENABLE_GUARDS.append(guard)
+
+
+def enable_refusal(tool: "Tool") -> str:
+    """Why `tool` may not be enabled (globally or for a tenant) now, "" when it may."""
+    for guard in ENABLE_GUARDS:
+        reason = guard(tool)
+        if reason:
+            return reason
+    return ""
 
 
 class RiskLevel(models.TextChoices):
@@ -65,15 +89,26 @@ class Tool(models.Model):
 
     def clean(self) -> None:
         """Refuse global overrides that take a CRITICAL tool below two approvers without a reason
-        (tools.policy.global_override_errors). Raises ValidationError."""
-        from django.core.exceptions import ValidationError
-
+        (tools.policy.global_override_errors), and enabling a tool an enable guard refuses (a remote
+        tool whose definition is not the reviewed one). Raises ValidationError."""
         from tools.policy import global_override_errors
         from tools.registry import registry
 
         errors = global_override_errors(registry.get(self.name), self)
+        refusal = enable_refusal(self) if self.enabled else ""
+        if refusal:
+            errors = {**errors, "enabled": f"cannot be enabled: {refusal} / 此工具现在不能启用"}
         if errors:
             raise ValidationError(errors)
+
+    def save(self, *args, **kwargs) -> None:
+        """Save; raises ValidationError (nothing saved) when the row would be enabled while an
+        enable guard refuses it: every path, not only forms, goes through here."""
+        if self.enabled:
+            refusal = enable_refusal(self)
+            if refusal:
+                raise ValidationError({"enabled": f"{self.name} cannot be enabled: {refusal}"})
+        super().save(*args, **kwargs)
 
 
 class TenantToolPolicy(models.Model):
@@ -102,9 +137,8 @@ class TenantToolPolicy(models.Model):
         return f"{self.tenant} / {self.tool} ({'on' if self.enabled else 'off'})"
 
     def clean(self) -> None:
-        """Tenant overrides only tighten (tools.policy.tenant_override_errors). Raises ValidationError."""
-        from django.core.exceptions import ValidationError
-
+        """Tenant overrides only tighten (tools.policy.tenant_override_errors); an entry is not
+        switched on for a tool an enable guard refuses. Raises ValidationError."""
         from tools.policy import tenant_override_errors
         from tools.registry import registry
 
@@ -113,8 +147,28 @@ class TenantToolPolicy(models.Model):
         if self.tool.tenant_id is not None and self.tenant_id is not None and self.tool.tenant_id != self.tenant_id:
             raise ValidationError({"tool": "this tool belongs to another tenant's MCP server"})
         errors = tenant_override_errors(registry.get(self.tool.name), self.tool, self)
+        refusal = self._switch_on_refusal()
+        if refusal:
+            errors = {**errors, "enabled": f"cannot be enabled: {refusal} / 此工具现在不能启用"}
         if errors:
             raise ValidationError(errors)
+
+    def _switch_on_refusal(self) -> str:
+        """Why this entry may not be switched on now ("" when it may, or when it is not being
+        switched on: an entry that stays enabled may still be tightened)."""
+        if not self.enabled or self.tool_id is None:
+            return ""
+        if self.pk is not None and type(self)._default_manager.filter(pk=self.pk, enabled=True).exists():
+            return ""
+        return enable_refusal(self.tool)
+
+    def save(self, *args, **kwargs) -> None:
+        """Save; raises ValidationError (nothing saved) when an entry would be switched on for a
+        tool an enable guard refuses (admin actions, services and the shell come through here)."""
+        refusal = self._switch_on_refusal()
+        if refusal:
+            raise ValidationError({"enabled": f"{self.tool.name} cannot be enabled for a tenant: {refusal}"})
+        super().save(*args, **kwargs)
 
 
 class IdempotencyRecord(models.Model):

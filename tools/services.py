@@ -38,7 +38,9 @@ def post_migrate_sync(sender, **kwargs) -> None:
 
 @transaction.atomic
 def tenant_tool_set_enabled(*, tenant_id: int, tool_name: str, enabled: bool) -> TenantToolPolicy:
-    """Enable or disable one tool for one tenant. Raises Tool.DoesNotExist for an unknown tool."""
+    """Enable or disable one tool for one tenant. Raises Tool.DoesNotExist for an unknown tool;
+    ValidationError (nothing changed) when switching on an entry of a tool that may not be enabled
+    now (tools.models.ENABLE_GUARDS: a remote tool whose definition is not the reviewed one)."""
     tool = Tool.objects.get(name=tool_name)
     policy, _ = TenantToolPolicy.objects.update_or_create(tenant_id=tenant_id, tool=tool, defaults={"enabled": enabled})
     return policy

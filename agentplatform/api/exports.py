@@ -15,6 +15,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q, QuerySet
 from rest_framework.renderers import BaseRenderer
 
+from agentplatform.endpoint_redaction import recorded_event_shown
 from agentplatform.redaction import mask_json, mask_text
 from audit.models import AuditEvent
 
@@ -46,7 +47,10 @@ class CSVRenderer(JSONLinesRenderer):
 
 
 def event_row(event: AuditEvent) -> dict[str, Any]:
-    """One audit event as a flat dict (the JSON, JSON Lines and CSV shape)."""
+    """One audit event as a flat dict (the JSON, JSON Lines and CSV shape). A location recorded
+    before the trail stopped recording secrets (an MCP server's URL as typed, its command line) is
+    shown as rows record it now (agentplatform.endpoint_redaction.recorded_event_shown)."""
+    masked_arguments, message = recorded_event_shown(event.masked_arguments, event.message)
     return {
         "id": str(event.id), "occurred_at": event.occurred_at.isoformat(),
         "actor": event.actor.username if event.actor_id else None, "tool_name": event.tool_name,
@@ -55,10 +59,10 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
         "request_id": event.request_id,
         "conversation_id": str(event.conversation_id) if event.conversation_id else None,
         "run_id": str(event.run_id) if event.run_id else None, "tool_call_id": event.tool_call_id,
-        "arguments_hash": event.arguments_hash, "masked_arguments": mask_json(event.masked_arguments),
+        "arguments_hash": event.arguments_hash, "masked_arguments": mask_json(masked_arguments),
         "confirmation_id": str(event.confirmation_id) if event.confirmation_id else None,
         "idempotency_key": event.idempotency_key, "business_result_id": event.business_result_id,
-        "duration_ms": event.duration_ms, "message": mask_text(event.message),
+        "duration_ms": event.duration_ms, "message": mask_text(message),
     }
 
 

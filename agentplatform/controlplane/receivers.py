@@ -18,7 +18,6 @@ Rows are written through `audit.events.record` (the one writer of AuditEvent), n
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -97,6 +96,7 @@ def _watched() -> dict[type, Watched]:
     from guardian.models import GroupObjectPermission, UserObjectPermission
 
     from agentplatform.api.models import ApiKey
+    from agentplatform.endpoint_redaction import command_line_digest, digest, names, url_record
     from mcp_sources.models import McpServer
     from notifications.models import WebhookEndpoint
     from notifications.urlcheck import host_of
@@ -133,14 +133,20 @@ def _watched() -> dict[type, Watched]:
             lambda r: {"group": r.group.name, "permission": _perm(r.permission), "object": _object_name(r)},
             lambda r: _group_tenants(r.group), lambda r: f"{r.group.name}:{r.permission.codename}:{r.object_pk}",
             _tool_of),
-        # MCP servers (issue 14): where and how; of the credentials only which headers and variables
-        # are set and whether a client secret is, never their values.
+        # MCP servers: where and how, as a tenant administrator may read it (their trail and its
+        # exports): URLs without userinfo, query and fragment (those as a keyed digest), the stdio
+        # command line and the OAuth client id as keyed digests, headers and variables by name,
+        # whether a client secret is set (agentplatform.endpoint_redaction). Never a value.
         McpServer: Watched(
             "mcp_server",
-            lambda m: {"tenant": m.tenant.slug if m.tenant_id else None, "transport": m.transport, "url": m.url,
-                       "command": m.command, "args": list(m.args or []), "headers": sorted(m.headers or {}),
-                       "env": sorted(m.env or {}), "oauth_token_url": m.oauth_token_url,
-                       "oauth_client_id": m.oauth_client_id, "oauth_scopes": m.oauth_scopes,
+            lambda m: {"tenant": m.tenant.slug if m.tenant_id else None, "transport": m.transport,
+                       **url_record(m.url),
+                       "command_line_digest": command_line_digest(m.command, m.args or []),
+                       "headers": names(m.headers), "env": names(m.env),
+                       "oauth_token_url": url_record(m.oauth_token_url)["url"],
+                       "oauth_token_url_rest_digest": url_record(m.oauth_token_url)["url_rest_digest"],
+                       "oauth_client_id_digest": digest(m.oauth_client_id) if m.oauth_client_id else "",
+                       "oauth_scopes": m.oauth_scopes,
                        "oauth_client_secret": "<set>" if m.oauth_client_secret else "",
                        "timeout_seconds": m.timeout_seconds, "breaker_failures": m.breaker_failures,
                        "breaker_reset_seconds": m.breaker_reset_seconds, "owner": m.owner, "enabled": m.enabled},
@@ -148,13 +154,13 @@ def _watched() -> dict[type, Watched]:
         # API keys (django-rest-knox): only the name and the 15-character prefix are described;
         # the digest (the primary key) and the key itself never appear.
         ApiKey: token,
-        # Webhook endpoints (docs/notifications.md): the URL by host and digest (a relay URL's path
-        # may itself be a secret); a new secret as "<changed>", never its value.
+        # Webhook endpoints (docs/notifications.md): the URL by scheme, host and port, the rest (a
+        # relay URL's path may itself be a secret) as a keyed digest; a new secret as "<changed>",
+        # never its value.
         WebhookEndpoint: Watched(
             "webhook_endpoint",
             lambda e: {"tenant": e.tenant.slug, "name": e.name, "host": host_of(e.url),
-                       "url_sha256": hashlib.sha256(e.url.encode()).hexdigest()[:16], "is_active": e.is_active,
-                       "secret": e.secret},
+                       **url_record(e.url, keep_path=False), "is_active": e.is_active, "secret": e.secret},
             lambda e: [e.tenant_id], lambda e: f"{e.tenant.slug}/{e.name or e.pk}"),
     }
 

@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 from agentplatform import correlation
+from agentplatform.endpoint_redaction import scrub_urls
 from agentplatform.redaction import LOG_RECORD_ATTRIBUTES
 
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -61,7 +62,9 @@ def incoming_request_id(value: str | None) -> str:
 
 def redact(text: str) -> str:
     """`text` with every credential-shaped substring and the configured secrets replaced by
-    "[redacted]"."""
+    "[redacted]", and every URL without its userinfo, query and fragment (an MCP SDK's or httpx's
+    line names the URL it called; agentplatform.endpoint_redaction)."""
+    text = scrub_urls(text)
     for secret in _configured_secrets():
         text = text.replace(secret, "[redacted]")
     for pattern, replacement in _SECRET_PATTERNS:

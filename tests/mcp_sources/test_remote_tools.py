@@ -10,6 +10,7 @@ import logging
 import time
 
 import pytest
+from django.core.exceptions import ValidationError
 from guardian.shortcuts import assign_perm
 
 from agentplatform.runtime.services import conversation_create
@@ -37,6 +38,12 @@ def _server(transport: str, request, **fields):
                        **fields)
 
 
+def _review(mcp_tool_id: int, reviewer) -> McpTool:
+    """Review the definition as it is now (what the review page would show and carry)."""
+    shown = McpTool.objects.get(pk=mcp_tool_id).definition_hash
+    return tool_review(mcp_tool_id=mcp_tool_id, reviewer=reviewer, definition_hash=shown)
+
+
 def _enable_for(user, name: str) -> Tool:
     row = Tool.objects.get(name=name)
     if row.tenant_id is None:
@@ -62,11 +69,14 @@ def test_discovered_tool_is_disabled_until_reviewed_then_gated_confirmed_and_exe
     ticket = Tool.objects.get(name=TICKET)
     assert (ticket.enabled, ticket.risk, ticket.source, ticket.owner) == (False, "HIGH", "mcp:logistics", OWNER)
     assert ticket.version.startswith("1.4.0+")
-    _enable_for(requester, TICKET)
-    assert TICKET not in offered_tools(user=requester)  # whitelisted and granted, still not reviewed
+    assign_perm("tools.use_tool", requester, ticket)
+    with pytest.raises(ValidationError, match="not been reviewed"):  # no tenant may switch it on yet
+        tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name=TICKET, enabled=True)
+    assert TICKET not in offered_tools(user=requester)  # granted, still not reviewed
 
     # when: an administrator reviews it (risk stays HIGH: the server's annotations are not used)
-    tool_review(mcp_tool_id=McpTool.objects.get(tool=ticket).pk, reviewer=operator)
+    _review(McpTool.objects.get(tool=ticket).pk, operator)
+    _enable_for(requester, TICKET)
     assert TICKET in offered_tools(user=requester)
     assert offered_tools(user=requester)[TICKET][1].risk == "HIGH"
 
@@ -102,7 +112,7 @@ def test_arguments_are_checked_against_the_servers_schema_unknown_properties_ref
         db, request, requester, operator, executions):
     server = _server("stdio", request)
     server_discover(server_id=server.pk)
-    tool_review(mcp_tool_id=McpTool.objects.get(remote_name="open_support_ticket").pk, reviewer=operator)
+    _review(McpTool.objects.get(remote_name="open_support_ticket").pk, operator)
     _enable_for(requester, TICKET)
     ctx = tool_context(requester, conversation_create(user=requester).pk)
 
@@ -121,7 +131,7 @@ def test_changed_schema_disables_a_reviewed_tool_until_reviewed_again(db, reques
     server = _server("stdio", request)
     server_discover(server_id=server.pk)
     mcp_tool = McpTool.objects.get(remote_name="open_support_ticket")
-    tool_review(mcp_tool_id=mcp_tool.pk, reviewer=operator)
+    _review(mcp_tool.pk, operator)
     _enable_for(requester, TICKET)
     reviewed = mcp_tool.definition_hash
 
@@ -169,7 +179,7 @@ def _hung_server_story(requester, operator, hung, request_timeout) -> list[str]:
     server = make_server(transport="http", url=hung.url, timeout_seconds=request_timeout, breaker_failures=2,
                          breaker_reset_seconds=300)
     server_discover(server_id=server.pk)
-    tool_review(mcp_tool_id=McpTool.objects.get(remote_name="track_shipment").pk, reviewer=operator)
+    _review(McpTool.objects.get(remote_name="track_shipment").pk, operator)
     Tool.objects.filter(name=TRACK).update(risk_override="LOW", policy_override="NONE")
     _enable_for(requester, TRACK)
     ctx = tool_context(requester, conversation_create(user=requester).pk)
@@ -201,7 +211,7 @@ def test_a_tenants_server_is_invisible_to_another_tenant(db, request, client, re
     server = _server("stdio", request, tenant=requester.tenant)
     server_discover(server_id=server.pk)
     for row in McpTool.objects.all():
-        tool_review(mcp_tool_id=row.pk, reviewer=operator)
+        _review(row.pk, operator)
     assign_perm("tools.use_tool", requester, Tool.objects.get(name=TICKET))
     assert TICKET in offered_tools(user=requester)
 
@@ -239,7 +249,7 @@ def test_credentials_never_reach_logs_audit_or_other_admins(db, request, client,
                          headers={"Authorization": f"Bearer {secret}", "X-Api-Key": secret}, timeout_seconds=5)
     caplog.set_level(logging.DEBUG)
     server_discover(server_id=server.pk)
-    tool_review(mcp_tool_id=McpTool.objects.get(remote_name="track_shipment").pk, reviewer=operator)
+    _review(McpTool.objects.get(remote_name="track_shipment").pk, operator)
     Tool.objects.filter(name=TRACK).update(risk_override="LOW", policy_override="NONE")
     assign_perm("tools.use_tool", requester, Tool.objects.get(name=TRACK))
     ctx = tool_context(requester, conversation_create(user=requester).pk)
@@ -315,8 +325,8 @@ def test_a_confirmed_call_to_a_server_disabled_meanwhile_is_refused_not_left_con
     server = _server("stdio", request)
     server_discover(server_id=server.pk)
     ticket = Tool.objects.get(name=TICKET)
+    _review(McpTool.objects.get(tool=ticket).pk, operator)
     _enable_for(requester, TICKET)
-    tool_review(mcp_tool_id=McpTool.objects.get(tool=ticket).pk, reviewer=operator)
     conversation = conversation_create(user=requester)
     message = assistant(("call_1", TICKET, TICKET_ARGS))
     pending = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending[0]
@@ -345,7 +355,7 @@ def test_a_colleagues_call_to_a_disabled_server_does_not_burn_my_confirmation(
 
     server = _server("stdio", request)
     server_discover(server_id=server.pk)
-    tool_review(mcp_tool_id=McpTool.objects.get(tool=Tool.objects.get(name=TICKET)).pk, reviewer=operator)
+    _review(McpTool.objects.get(tool=Tool.objects.get(name=TICKET)).pk, operator)
     _enable_for(requester, TICKET)
     colleague = User.objects.create(username="acme-requester2", tenant=requester.tenant)
     colleague.user_permissions.add(*Permission.objects.filter(content_type__app_label="catalog"))

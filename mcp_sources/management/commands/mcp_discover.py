@@ -23,4 +23,4 @@ class Command(BaseCommand):
                 self.stderr.write(f"{server.name}: {report.error}")
                 continue
             self.stdout.write(f"{server.name}: added {len(report.added)}, changed {len(report.changed)}, "
-                              f"disabled {len(report.disabled)}, gone {len(report.gone)}")
+                              f"disabled {len(report.disabled)}, gone {len(report.gone)}, refused {len(report.refused)}")

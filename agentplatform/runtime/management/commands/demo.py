@@ -186,7 +186,7 @@ class Command(BaseCommand):
                         "a new remote tool arrives disabled and HIGH risk, whatever the server says")
             from agentplatform.runtime.demo.seed import platform_operator
 
-            tool_review(mcp_tool_id=mcp_tool.pk, reviewer=platform_operator())
+            tool_review(mcp_tool_id=mcp_tool.pk, reviewer=platform_operator(), definition_hash=mcp_tool.definition_hash)
             self.say("   the platform operator reviewed its definition (hash pinned) and enabled it")
         track.refresh_from_db()
         tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name=track.name, enabled=True)
