@@ -118,6 +118,11 @@ AFTER_CARD_NUMBER = re.compile(r"(?:(?:\d{4}|\*{4}[ \-]?)\*{0,4}\d{4}[\s,;|]{1,3
                                + r")[\s,;|]{1,3}(?P<date_last>" + _DATE_VALUE + "))")
 AFTER_CARD_DATA = re.compile(r"(?<![\w*])(?:\*\*\*|\*\*/\*\*)[\s,;|]{1,3}(?:(?P<date>" + _DATE_VALUE + r")|(?P<code>"
                              + _CVV_VALUE + r"))")
+# Every rule below needs one of these (a strong label, a card named, or a card number or value
+# already masked): without any, the regular expressions are not run at all.
+_CARD_DATA_HINTS = ("cv", "csc", "cav", "secur", "verif", "thru", "card", "visa", "master", "amex", "american",
+                    "discover", "unionpay", "jcb", "credit", "debit", "pan", "***", "安全码", "验证码", "卡", "背面",
+                    "银联", "尾号")
 _NEAR = 100  # characters either side of a label searched for a card
 
 
@@ -126,6 +131,9 @@ def _mask_card_data(text: str, *, context: str = "") -> str:
     masked; `context`: the masked text that came before it in the same stream (a card named there
     counts as near)."""
     full, offset = context + text, len(context)
+    lowered = full.lower()
+    if not any(word in lowered for word in _CARD_DATA_HINTS):
+        return text  # the common case (a tool result, an order's facts): a few substring scans
     spans: list[tuple[int, int, str]] = []  # (start, end, replacement) of values, in `full`
 
     def near_card(match: re.Match) -> bool:
