@@ -11,6 +11,15 @@ What is masked, wherever it appears in a string (not only under a telling key):
 | US social security number | `123-45-6789` | `***-**-6789` |
 | phone number | PRC mobile `1[3-9]` + 9 digits (optionally `+86`, spaces or dashes), or `+` country code and 7-13 digits | first 3 + `****` + last 4 digits |
 | email address | `local@domain.tld` | first character of the local part + `***@` + the domain |
+| card verification code | 3-4 digits after `CVV`, `CVC`, `CVV2`, `CVN`, `CSC`, `security code`, `card verification code`, `安全码`, `卡验证码`, `背面三位`; after `CID`, `code`, `验证码`, `校验码` only near a card | `***` |
+| card expiry | `MM/YY`, `MM-YYYY`, `MM.YY`, `YYYY/MM`, `2029年12月` after `card expiry`, `valid thru`, `good thru`, `卡有效期`; after `exp`, `expiry`, `expires`, `expiration date`, `valid through/until`, `有效期`, `到期` only near a card; right after a card number (`4111****1111 12/29 123`: the code too) | `**/**` |
+
+"Near a card": a card number (whole, ours masked `4111****1111`, or `**** 1111`) or a word naming
+one (card, Visa, credit, debit, 信用卡, 银行卡, 卡号, 尾号...) within 100 characters of the label.
+Labels may be followed by `:`, `：`, `=`, `#`, "is", 为/是 and quotes, so `"cvv": "123"` in a
+JSON text is masked too. Without a label or a card nearby, "123" and "12/29" are an amount and a
+date and stay readable. PCI DSS 4.0 requirement 3.3.1.2 forbids storing the verification code
+after authorization; the expiry is cardholder data protected with the number (requirement 3.5).
 
 A match must stand alone (no letter, digit or `_` glued to it), so order ids (`A202607290001`), SKUs
 and UUIDs stay readable. Masked output never matches again (idempotent). Lives in the project
@@ -27,7 +36,10 @@ _EDGE_BEFORE = r"(?<![\w\-+])"
 _EDGE_AFTER = r"(?![\w])"
 NATIONAL_ID = re.compile(_EDGE_BEFORE + r"\d{17}[\dXx]" + _EDGE_AFTER)
 SSN = re.compile(_EDGE_BEFORE + r"\d{3}-\d{2}-\d{4}" + r"(?![\w\-])")
-CARD = re.compile(_EDGE_BEFORE + r"\d(?:[ \-]?\d){12,18}" + r"(?![\w\-])")
+# The usual groupings first (4-4-4-4[-3], Amex 4-6-5, no separator), so the expiry or code copied
+# after a number ("4111 1111 1111 1111 12/29") is not read as more of its digits; then any grouping.
+CARD = re.compile(_EDGE_BEFORE + r"(?:\d{4}([ \-])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{4}([ \-])\d{6}\2\d{5}"
+                  r"|\d{13,19}|\d(?:[ \-]?\d){12,18})" + r"(?![\w\-])")
 PHONE = re.compile(r"(?<![\w\-+])(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}(?![\w\-])"
                    r"|(?<![\w\-+])\+\d{1,3}(?:[ \-]?\d){7,13}(?![\w\-])")
 
@@ -51,10 +63,13 @@ def _phone(match: re.Match) -> str:
     return digits[:3] + "****" + digits[-4:]
 
 
-def mask_text(text: str) -> str:
-    """`text` with tokens, card numbers, national ids, SSNs and phone numbers masked (table above).
+def mask_text(text: str, *, context: str = "") -> str:
+    """`text` with tokens, card numbers, national ids, SSNs, phone numbers, email addresses and the
+    card data beside a card number masked (table above).
 
-    Non-strings are returned unchanged. Costs a few microseconds for a short text with no digits.
+    `context`: the masked text that came just before `text` in the same stream (EventRecorder), so
+    a card named in an earlier piece still makes "exp 12/29" in this one card data. Non-strings are
+    returned unchanged. Costs a few microseconds for a short text with no digits.
     """
     if not isinstance(text, str) or not text:
         return text
@@ -66,7 +81,91 @@ def mask_text(text: str) -> str:
     text = NATIONAL_ID.sub(_keep_ends, text)
     text = SSN.sub(lambda m: "***-**-" + m.group(0)[-4:], text)
     text = PHONE.sub(_phone, text)
-    return CARD.sub(_keep_ends, text)
+    text = CARD.sub(_keep_ends, text)
+    return _mask_card_data(text, context=context)
+# Card data beside the number (PCI DSS 4.0 requirement 3.3.1.2: the card verification code is never
+# stored after authorization; requirement 3.2/3.5: the expiry date is cardholder data, protected with
+# the PAN). A value is masked by its label, never by its shape alone: "123" and "12/29" are ordinary
+# amounts and dates until a label (or a card number right before them) says otherwise.
+_LABEL_GAP = r"""\s*["'“”]?\s*(?:[:：=#]|\bis\b|为|是)?\s*["'“”]?\s*"""  # "CVV: 123", "cvc=1234", JSON
+# A verification code is secret whatever surrounds it: these labels mask on their own ...
+_CVV_LABELS = (r"cvv2?|cvc2?|cvn2?|cav2|cvd|csc|card[\s_\-]+verification[\s_\-]+(?:code|value|number)"
+               r"|(?:card[\s_\-]+)?security[\s_\-]+code|安全码|卡验证码|信用卡验证码|背面(?:的)?(?:三|3)位(?:数字|数|码)?")
+# ... these only near a card (a CID or a "code" is many things).
+_CVV_LABELS_NEAR_CARD = r"cid|code|验证码|校验码"
+# An expiry labelled as the card's masks on its own; "exp"/"有效期" only near a card.
+_EXPIRY_LABELS = (r"card[\s_\-]+exp(?:\.|iry|iration|ires)?(?:[\s_\-]+date)?|valid[\s_\-]+thru|good[\s_\-]+thru"
+                  r"|(?:信用|银行|借记)?卡(?:片)?(?:的)?有效期(?:至|到)?")
+_EXPIRY_LABELS_NEAR_CARD = (r"exp(?:\.|iry|iration|ires)?(?:[\s_\-]+date)?|valid[\s_\-]+(?:through|until)"
+                            r"|有效期(?:至|到)?|到期(?:日|时间)?|过期(?:日|时间)?")
+_CVV_VALUE = r"(?<!\d)\d{3,4}(?![\w/\-]|\.\d)"
+_DATE_VALUE = (r"(?<![\d/\-.])(?:(?:0?[1-9]|1[0-2])\s?[/\-.]\s?(?:20)?\d{2}|20\d{2}\s?[/\-.]\s?(?:0?[1-9]|1[0-2])"
+               r"|(?:20)?\d{2}\s?年\s?(?:0?[1-9]|1[0-2])\s?月)(?![\d/\-.]?\d)")
+_LABEL_START = r"(?<![A-Za-z])"  # a label is a word of its own ("recode 123" is not "code 123")
+CVV_LABELLED = re.compile(_LABEL_START + r"(?i:(" + _CVV_LABELS + r")(?:码)?)" + _LABEL_GAP + r"(" + _CVV_VALUE + ")")
+CVV_NEAR_CARD = re.compile(_LABEL_START + r"(?i:(" + _CVV_LABELS_NEAR_CARD + "))" + _LABEL_GAP
+                           + r"(" + _CVV_VALUE + ")")
+EXPIRY_LABELLED = re.compile(_LABEL_START + r"(?i:(" + _EXPIRY_LABELS + "))" + _LABEL_GAP + r"(" + _DATE_VALUE + ")")
+EXPIRY_NEAR_CARD = re.compile(_LABEL_START + r"(?i:(" + _EXPIRY_LABELS_NEAR_CARD + "))" + _LABEL_GAP
+                              + r"(" + _DATE_VALUE + ")")
+# A card number, whole or masked (ours: 4111****1111; others': **** 1111), or a word naming a card.
+CARD_CONTEXT = re.compile(r"\d{4}\*{4}\d{4}|\*{4}[ \-]?\d{4}|(?<![A-Za-z])(?i:card|visa|mastercard|master\s+card|amex"
+                          r"|american\s+express|discover|unionpay|jcb|credit|debit|pan)(?![A-Za-z])"
+                          r"|信用卡|银行卡|借记卡|储蓄卡|卡号|银联|尾号")
+# The number followed by its expiry (and code), as a card is copied: "4111****1111 12/29 123".
+AFTER_CARD_NUMBER = re.compile(r"(?:(?:\d{4}|\*{4}[ \-]?)\*{0,4}\d{4}[\s,;|]{1,3})(?:(?P<date>" + _DATE_VALUE
+                               + r")(?:[\s,;|]{1,3}(?P<code>" + _CVV_VALUE + r"))?|(?P<code_first>" + _CVV_VALUE
+                               + r")[\s,;|]{1,3}(?P<date_last>" + _DATE_VALUE + "))")
+AFTER_CARD_DATA = re.compile(r"(?<![\w*])(?:\*\*\*|\*\*/\*\*)[\s,;|]{1,3}(?:(?P<date>" + _DATE_VALUE + r")|(?P<code>"
+                             + _CVV_VALUE + r"))")
+# Every rule below needs one of these (a strong label, a card named, or a card number or value
+# already masked): without any, the regular expressions are not run at all.
+_CARD_DATA_HINTS = ("cv", "csc", "cav", "secur", "verif", "thru", "card", "visa", "master", "amex", "american",
+                    "discover", "unionpay", "jcb", "credit", "debit", "pan", "***", "安全码", "验证码", "卡", "背面",
+                    "银联", "尾号")
+_NEAR = 100  # characters either side of a label searched for a card
+
+
+def _mask_card_data(text: str, *, context: str = "") -> str:
+    """`text` (already masked otherwise) with verification codes and expiry dates near a card
+    masked; `context`: the masked text that came before it in the same stream (a card named there
+    counts as near)."""
+    full, offset = context + text, len(context)
+    lowered = full.lower()
+    if not any(word in lowered for word in _CARD_DATA_HINTS):
+        return text  # the common case (a tool result, an order's facts): a few substring scans
+    spans: list[tuple[int, int, str]] = []  # (start, end, replacement) of values, in `full`
+
+    def near_card(match: re.Match) -> bool:
+        return CARD_CONTEXT.search(full, max(0, match.start() - _NEAR), match.end() + _NEAR) is not None
+
+    for pattern, needs_card, hidden in ((CVV_LABELLED, False, "***"), (CVV_NEAR_CARD, True, "***"),
+                                        (EXPIRY_LABELLED, False, "**/**"), (EXPIRY_NEAR_CARD, True, "**/**")):
+        for match in pattern.finditer(full):
+            if match.end() > offset and (not needs_card or near_card(match)):
+                spans.append((match.start(2), match.end(2), hidden))
+    for match in AFTER_CARD_NUMBER.finditer(full):
+        for group, hidden in (("date", "**/**"), ("code", "***"), ("code_first", "***"), ("date_last", "**/**")):
+            if match.group(group):
+                spans.append((match.start(group), match.end(group), hidden))
+    text = _apply(full, offset, spans)
+    # A code or an expiry written right after one just masked ("cvv ***, 12/29"): the same card's.
+    full = context + text
+    spans = [(m.start(g), m.end(g), hidden) for m in AFTER_CARD_DATA.finditer(full)
+             for g, hidden in (("date", "**/**"), ("code", "***")) if m.group(g)]
+    return _apply(full, offset, spans)
+
+
+def _apply(full: str, offset: int, spans: list[tuple[int, int, str]]) -> str:
+    """full[offset:] with each (start, end, replacement) span (in `full`) replaced."""
+    out, cursor = [], offset
+    for start, end, hidden in sorted(s for s in set(spans) if s[0] >= offset):
+        if start < cursor:  # overlapping rules: the first one masked it
+            continue
+        out.extend([full[cursor:start], hidden])
+        cursor = end
+    out.append(full[cursor:])
+    return "".join(out)
 
 
 def mask_json(value: Any) -> Any:
@@ -80,8 +179,20 @@ def mask_json(value: Any) -> Any:
     return value
 
 
-# What a stream may still be in the middle of: a digit run (card, id, phone) or a token prefix.
-_OPEN_TAIL = re.compile(r"(?:[+\d][\d \-]*[Xx]?|\bc|\bct|\bct_[A-Za-z0-9_\-]*|[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]*)$")
+# What a stream may still be in the middle of: a digit run (card, id, phone, with the expiry and
+# code copied after a card: "4111****1111 12/2"), a token prefix, an email address, or a card-data
+# label with its value still coming ("cvv 12", "有效期 12/", "secur").
+_HELD_LABELS = ("cvv2", "cvc2", "cvn2", "cav2", "cvd", "csc", "cid", "code", "security code", "card security code",
+                "card verification code", "card verification value", "card expiry", "card expiration date",
+                "expiry date", "expiration date", "exp date", "valid thru", "valid through", "valid until",
+                "good thru", "安全码", "验证码", "校验码", "有效期", "到期", "过期", "背面三位")
+_LABEL_PREFIXES = sorted({label[:n] for label in _HELD_LABELS for n in range(1, len(label) + 1)}, key=len,
+                         reverse=True)
+_OPEN_TAIL = re.compile(
+    r"(?:[+\d*][\d \-/*]*[Xx]?|\bc|\bct|\bct_[A-Za-z0-9_\-]*|[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]*"
+    r"|(?<![A-Za-z])(?i:" + "|".join(re.escape(p).replace(r"\ ", r"[\s_\-]") for p in _LABEL_PREFIXES) + r")$"
+    r"|(?<![A-Za-z])(?i:" + "|".join((_CVV_LABELS, _CVV_LABELS_NEAR_CARD, _EXPIRY_LABELS, _EXPIRY_LABELS_NEAR_CARD))
+    + r")(?:码)?" + _LABEL_GAP + r"[\d/\-.年月 ]*)$")
 
 
 def split_open_tail(text: str) -> tuple[str, str]:

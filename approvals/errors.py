@@ -52,14 +52,33 @@ class Regate:
 
     Raised as `ConfirmationRegated` inside the consuming transaction; the caller applies it after
     the rollback with `confirmation_regate`. policy: "APPROVERS". quorum: approvals needed now.
-    reason: why, in words for the requester and the audit trail.
+    reason / reason_zh: why, in English / Chinese words for the requester and the audit trail
+    (approvals.presentation.regate_reason). cause: one of CAUSES. counted: the approvals that
+    still count toward `quorum`.
     """
+
+    # The requester's confirmation no longer suffices (risk or policy raised); more approvals are
+    # needed than were given (quorum raised); approvals stopped counting (an approver lost standing).
+    CAUSES = ("APPROVERS_NOW", "QUORUM_RAISED", "APPROVALS_LAPSED")
 
     policy: str
     quorum: int
     risk: str
     ttl_seconds: int
     reason: str
+    reason_zh: str = ""
+    cause: str = "APPROVERS_NOW"
+    counted: int = 0
+
+    def told(self) -> str:
+        """What the requester and the trail are told: "English / 中文" (one text, both languages)."""
+        return f"{self.reason} / {self.reason_zh}" if self.reason_zh else self.reason
+
+    def notice(self, *, tool: str) -> dict:
+        """The client-facing account of this regate (run events, chat responses): {"cause", "tool",
+        "quorum", "approvals", "message", "message_zh"}."""
+        return {"cause": self.cause, "tool": tool, "quorum": self.quorum, "approvals": self.counted,
+                "message": self.reason, "message_zh": self.reason_zh}
 
 
 class ConfirmationRegated(DomainError):

@@ -53,3 +53,23 @@ def fact_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
                      "value": fact_text(current.get(name, snapshot[name])), "changed": changed,
                      "was": fact_text(snapshot[name]) if changed else ""})
     return rows
+
+
+def regate_reason(*, cause: str, tool: str, quorum: int, counted: int, risk: str) -> tuple[str, str]:
+    """(English, Chinese) sentences telling the requester why a decided call waits for approvers
+    again (approvals.errors.Regate.CAUSES); docs/decisions.md quotes them. quorum: approvals needed
+    now; counted: approvals that still count; risk: the tool's risk now."""
+    people = f"{quorum} approver" + ("s" if quorum != 1 else "")
+    if cause == "APPROVERS_NOW":
+        return (f"The policy of {tool} became stricter after you confirmed: it now needs {people} (risk {risk}). "
+                f"Your request is waiting for them.",
+                f"您确认后 {tool} 的策略变得更严格：现在需要 {quorum} 位审批人（风险 {risk}），您的请求正在等待审批。")
+    if cause == "QUORUM_RAISED":
+        return (f"The policy of {tool} became stricter after it was approved: it now needs {people} and "
+                f"{counted} of them count so far. Your request is waiting for the others.",
+                f"审批通过后 {tool} 的策略变得更严格：现在需要 {quorum} 位审批人，目前 {counted} 位有效，"
+                f"您的请求正在等待其余审批人。")
+    return (f"Only {counted} of the {quorum} approvals of {tool} still count: an approver lost the right to "
+            f"approve it or left the tenant. Your request is waiting for approvers.",
+            f"{tool} 需要 {quorum} 位审批，其中只有 {counted} 位仍然有效：有审批人失去了审批权限或已离开该租户，"
+            f"您的请求正在等待审批。")

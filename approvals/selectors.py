@@ -13,6 +13,7 @@ from guardian.shortcuts import get_objects_for_user
 
 from agentplatform import clock
 from approvals.models import Approval, ConfirmationRequest
+from audit.models import AuditEvent
 
 COUNTED = (Approval.Decision.APPROVE, Approval.Decision.EDIT)  # as approvals.services.COUNTED
 
@@ -278,3 +279,12 @@ def requests_of(*, user, state: str = "all") -> QuerySet[ConfirmationRequest]:
     elif state == "history":
         qs = qs.exclude(open_now)
     return _annotated(qs, user).select_related("decided_by").order_by("-created_at")
+
+
+def regates_of(*, tenant_id: int, request_ids: list) -> dict:
+    """{request id: {"at": datetime, "message": "English / 中文"}}: the latest time each request was
+    sent back to approvers because its policy became stricter after a decision (the REGATED audit
+    row, masked), for the requests of `request_ids` that were; one query on the tenant's trail."""
+    rows = (AuditEvent.objects.filter(tenant_id=tenant_id, confirmation_id__in=list(request_ids), status="REGATED")
+            .order_by("occurred_at").values_list("confirmation_id", "occurred_at", "message"))
+    return {request_id: {"at": at, "message": message} for request_id, at, message in rows}  # the latest wins

@@ -31,6 +31,7 @@ from approvals.errors import (
     ReasonRequired,
 )
 from approvals.models import Approval, ConfirmationRequest
+from approvals.presentation import regate_reason
 from approvals.signals import approvers_needed, confirmation_settled
 from audit import events
 
@@ -446,16 +447,14 @@ def confirmation_consume(
         return
     counted = len(standing)
     if stored.policy != Policy.APPROVERS:
-        why = (f"the policy of {tool_name} changed after you confirmed: it now needs {needed_quorum} "
-               f"approver(s) (risk {risk})")
+        cause = "APPROVERS_NOW"
     elif needed_quorum > stored.quorum:
-        why = (f"the quorum of {tool_name} was raised to {needed_quorum} after the request was approved "
-               f"({counted} approval(s) count)")
+        cause = "QUORUM_RAISED"
     else:
-        why = (f"only {counted} of the {needed_quorum} approvals still count: an approver lost the right to "
-               f"approve {tool_name} or left the tenant")
-    raise ConfirmationRegated(Regate(policy=Policy.APPROVERS, quorum=needed_quorum, risk=risk,
-                                     ttl_seconds=ttl_seconds, reason=why))
+        cause = "APPROVALS_LAPSED"
+    reason, reason_zh = regate_reason(cause=cause, tool=tool_name, quorum=needed_quorum, counted=counted, risk=risk)
+    raise ConfirmationRegated(Regate(policy=Policy.APPROVERS, quorum=needed_quorum, risk=risk, ttl_seconds=ttl_seconds,
+                                     reason=reason, reason_zh=reason_zh, cause=cause, counted=counted))
 
 
 @transaction.atomic  # within the run's step (issue 11), after the consuming savepoint rolled back
@@ -470,13 +469,13 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED).update(
         status=Status.PENDING, policy=regate.policy, quorum=regate.quorum, risk=regate.risk, token_hash=None,
         confirmed_at=None, decided_at=None, decided_by=None,
-        expires_at=now + datetime.timedelta(seconds=regate.ttl_seconds), decision_reason=regate.reason[:500],
+        expires_at=now + datetime.timedelta(seconds=regate.ttl_seconds), decision_reason=mask_text(regate.told())[:500],
     )
     if changed != 1:
         return None
     request = ConfirmationRequest.objects.get(pk=request_id)
     _audit_request(request, decision="CONFIRMATION_REQUIRED", actor_id=None, status="REGATED",
-                   message=regate.reason)
+                   message=regate.told())
     _needs_approvers(request)
     return request
 

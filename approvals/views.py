@@ -320,7 +320,9 @@ def mine(request: HttpRequest) -> HttpResponse:
     their comments and edits, the expiry, and Withdraw while pending."""
     page = Paginator(selectors.requests_of(user=request.user), HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
     rows = []
+    regates = selectors.regates_of(tenant_id=request.user.tenant_id, request_ids=[r.pk for r in page.object_list])
     for row in page.object_list:
+        row.regated = regates.get(row.pk)  # sent back to approvers under a stricter policy, and why
         row.decisions = list(row.approvals.all())
         row.outcome = selectors.outcome_of(row)
         row.decider = services.decider(row)

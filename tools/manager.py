@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from agentplatform import correlation
 from agentplatform.db import retry_on_serialization_failure, transaction_usable
 from agentplatform.errors import PermissionDenied
+from agentplatform.redaction import mask_json, mask_text
 from agentplatform.text import loads_json, unstorable_reason
 from approvals import services as approvals
 from approvals.errors import ConfirmationExpired, ConfirmationNotFound, ConfirmationRegated, ConsumeRefused
@@ -71,6 +72,9 @@ class PendingConfirmation:
     expires_at: str
     token: str | None = field(default=None, repr=False)
     reason: str = ""  # why it waits again (the policy became stricter after a decision), else ""
+    # ... and the same in parts a client renders: {"cause", "tool", "quorum", "approvals",
+    # "message", "message_zh"} (approvals.errors.Regate.notice), else None.
+    regated: dict[str, Any] | None = None
     # The approval context captured with the request (masked): the tool's facts and the free text
     # the model wrote, shown apart from the summary (issue 13 items 1 and 7).
     facts: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +88,8 @@ class PendingConfirmation:
                 "expires_at": self.expires_at}
         if self.reason:
             body["reason"] = self.reason
+        if self.regated:
+            body["regated"] = self.regated
         if self.facts:
             body["facts"] = self.facts
         if self.written_by_assistant:
@@ -518,13 +524,15 @@ class ToolCallingManager:
         )
         return self._pending_outcome(call, request, token, audit)
 
-    def _pending_outcome(self, call: ToolCall, request, token: str | None, audit, *, reason: str = "") -> CallOutcome:
-        """The waiting outcome of `call` for confirmation `request` (audited CONFIRMATION_REQUIRED)."""
+    def _pending_outcome(self, call: ToolCall, request, token: str | None, audit, *, reason: str = "",
+                         regated: dict[str, Any] | None = None) -> CallOutcome:
+        """The waiting outcome of `call` for confirmation `request` (audited CONFIRMATION_REQUIRED).
+        reason / regated: why a decided call waits again (Regate.told / Regate.notice)."""
         needs = "requester" if request.policy == ApprovalPolicy.REQUESTER else "approvers"
         pending = PendingConfirmation(
             tool_call_id=call.id, confirmation_id=str(request.pk), tool=request.tool_name, summary=request.summary,
             risk=request.risk, needs=needs, quorum=request.quorum, expires_at=request.expires_at.isoformat(),
-            token=token, reason=reason, facts=(request.approval_context or {}).get("facts") or {},
+            token=token, reason=mask_text(reason), regated=mask_json(regated) if regated else None, facts=(request.approval_context or {}).get("facts") or {},
             written_by_assistant=(request.approval_context or {}).get("written_by_assistant") or {},
         )
         message = f"waiting for {needs} to confirm: {request.summary}"
@@ -608,7 +616,8 @@ class ToolCallingManager:
             if request is None:
                 return CallOutcome(call, audit.stop("DENIED", ToolResult.failure(
                     "CONFIRMATION_INVALID", "the confirmation was decided elsewhere meanwhile")))
-            return self._pending_outcome(call, request, None, audit, reason=regated.regate.reason)
+            return self._pending_outcome(call, request, None, audit, reason=regated.regate.told(),
+                                         regated=regated.regate.notice(tool=request.tool_name))
         except ConsumeRefused as refused:
             return CallOutcome(call, self._refuse(ctx, confirmation_id, audit, ToolResult.failure(
                 refused.code, refused.message), decision="REFUSED"))

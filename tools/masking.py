@@ -9,6 +9,21 @@ from agentplatform.redaction import mask_text
 SECRET_KEYS = re.compile(r"(token|secret|password|api[_-]?key|authorization|card|cvv|id_?number)", re.I)
 PHONE_KEYS = re.compile(r"phone|mobile|tel", re.I)
 ADDRESS_KEYS = re.compile(r"address|addr", re.I)
+# Card data under its own key (PCI DSS 4.0 requirement 3.3.1.2: the verification code is never
+# stored after authorization; the expiry is protected with the number). Keys are compared without
+# case, "_", "-" or spaces, so `security_code`, `securityCode` and `CVV2` are one key each.
+CARD_DATA_KEYS = frozenset({
+    "cvv", "cvv2", "cvc", "cvc2", "cvn", "cvn2", "cvd", "csc", "cid", "cav2", "securitycode", "cardsecuritycode",
+    "cardcode", "cardverificationcode", "cardverificationvalue", "cardcvv", "cardcvc", "安全码", "卡验证码",
+    "expdate", "expmonth", "expyear", "cardexp", "cardexpiry", "cardexpirydate", "cardexpiration",
+    "cardexpirationdate", "expirymonth", "expiryyear", "expirationmonth", "expirationyear", "validthru",
+    "goodthru", "卡有效期",
+})
+# Keys that are an expiry only beside a card (a stock batch has an `expiry_date` too).
+EXPIRY_KEYS = frozenset({"exp", "expiry", "expirydate", "expiration", "expirationdate", "expires", "validthrough",
+                         "validuntil", "有效期"})
+CARD_KEYS = re.compile(r"card|pan$|cvv|cvc|卡", re.I)
+_KEY_NOISE = re.compile(r"[\s_\-]")
 # Long digit runs (cards, ids): used by agentplatform.llm.client for provider error texts; free
 # text in general goes through agentplatform.redaction.mask_text.
 LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")
@@ -28,12 +43,28 @@ def mask_address(value: str) -> str:
     return text[:6] + "****" if len(text) > 6 else "****"
 
 
-def mask_value(key: str, value: Any) -> Any:
-    """Mask one value by its key name; long digit runs (cards, ids) are masked in any string."""
-    if isinstance(value, dict):
-        return mask_mapping(value)
+def _key(name: str) -> str:
+    return _KEY_NOISE.sub("", str(name)).lower()
+
+
+def is_card_data_key(key: str, *, beside_card: bool = False) -> bool:
+    """Whether a field named `key` holds a card verification code or expiry (CARD_DATA_KEYS; an
+    EXPIRY_KEYS name only when `beside_card`: a sibling field names a card)."""
+    name = _key(key)
+    return name in CARD_DATA_KEYS or (beside_card and name in EXPIRY_KEYS)
+
+
+def mask_value(key: str, value: Any, *, beside_card: bool = False) -> Any:
+    """Mask one value by its key name; long digit runs (cards, ids) are masked in any string.
+
+    Card data (`is_card_data_key`) becomes "****" whatever its type (`{"cvv": 123}`, `{"exp_month": 12}`).
+    """
+    if isinstance(value, dict):  # {"card": {"number", "expiry"}}: the fields of a card
+        return mask_mapping(value, within_card=bool(CARD_KEYS.search(str(key))))
     if isinstance(value, list):
-        return [mask_value(key, v) for v in value]
+        return [mask_value(key, v, beside_card=beside_card) for v in value]
+    if value is not None and not isinstance(value, bool) and is_card_data_key(key, beside_card=beside_card):
+        return "****"
     if not isinstance(value, str):
         return value
     if SECRET_KEYS.search(key):
@@ -46,6 +77,9 @@ def mask_value(key: str, value: Any) -> Any:
     return mask_text(value)
 
 
-def mask_mapping(data: dict[str, Any]) -> dict[str, Any]:
-    """Return a masked copy of a mapping (recursively)."""
-    return {k: mask_value(k, v) for k, v in data.items()}
+def mask_mapping(data: dict[str, Any], *, within_card: bool = False) -> dict[str, Any]:
+    """Return a masked copy of a mapping (recursively). An expiry-like key is card data beside a
+    key naming a card ({"card_number", "expiry"}) or inside one ({"card": {"expiry"}}:
+    `within_card`)."""
+    beside_card = within_card or any(CARD_KEYS.search(str(k)) for k in data)
+    return {k: mask_value(k, v, beside_card=beside_card) for k, v in data.items()}

@@ -55,6 +55,7 @@ from agentplatform.llm.errors import (
     ModelUnavailable,
 )
 from agentplatform.llm.types import ModelTurn
+from agentplatform.redaction import mask_text
 from agentplatform.text import loads_json, storable_text
 from tools.masking import LONG_DIGITS
 
@@ -135,7 +136,7 @@ def _mask_provider_text(text: str, api_key: str) -> str:
     text = _KEYLIKE.sub(lambda m: m.group(1) + "****", text)
     text = _LONG_OPAQUE.sub(lambda m: m.group(0)[:4] + "****", text)
     text = LONG_DIGITS.sub(lambda m: m.group(0)[:4] + "****", text)
-    text = " ".join(text.split())
+    text = mask_text(" ".join(text.split()))  # a provider may echo the prompt: phones, card data...
     return text[:PROVIDER_MESSAGE_CHARS] + ("…" if len(text) > PROVIDER_MESSAGE_CHARS else "")
 
 

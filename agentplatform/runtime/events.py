@@ -9,7 +9,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agentplatform.db import insert_row, release_connection_while_waiting
-from agentplatform.redaction import mask_json, split_open_tail
+from agentplatform.redaction import mask_json, mask_text, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
 # Streamed model text is stored in MODEL_TEXT events of what arrived in the last 50 ms (and at
@@ -17,6 +17,7 @@ from agentplatform.runtime.models import Run, RunEvent
 # INSERT rather than one per few tokens.
 MODEL_TEXT_FLUSH_SECONDS = 0.05
 MODEL_TEXT_MAX_CHARS = 4000
+_CONTEXT_CHARS = 200  # more than a card number and its labels (redaction._NEAR)
 _monotonic = time.monotonic  # replaced by tests
 
 
@@ -42,6 +43,7 @@ class EventRecorder:
             last_seq = run.events.aggregate(m=Max("seq"))["m"] or 0
         self.seq = last_seq
         self._text = ""
+        self._said = ""  # the end of the text stored so far, masked: context for the next piece
         self._stored_at = _monotonic()
         self._held: list[RunEvent] | None = None  # buffered inside a step (see `held`)
         self._told: list[RunEvent] = []  # written, not yet shown to the listener
@@ -103,6 +105,9 @@ class EventRecorder:
         if self._text:
             text, self._text = (self._text, "") if final else split_open_tail(self._text)
             if text:
+                # A card named in an earlier piece makes "exp 12/29" in this one card data.
+                text = mask_text(text, context=self._said)
+                self._said = (self._said + text)[-_CONTEXT_CHARS:]
                 self._store(RunEvent.Type.MODEL_TEXT, {"text": text})
 
     def _store(self, type_: str, payload: dict[str, Any]) -> RunEvent:

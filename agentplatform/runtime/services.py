@@ -213,7 +213,8 @@ def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = 
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     with transaction.atomic():
-        run = loop.run_create(user=user, message=approvals.redact_tokens(message.strip()), conversation=conversation,
+        # Masked as chat_send masks it: the message is stored, shown and sent to the model.
+        run = loop.run_create(user=user, message=mask_text(message.strip()), conversation=conversation,
                               request_id=request_id)
         run_drive_later(run_id=run.pk)
     correlation.set_run_id(run.pk)

@@ -124,6 +124,7 @@
       case "CONFIRMATION_REQUIRED":
         this.stepState(payload.tool_call_id, payload.tool, "waiting",
           payload.needs === "approvers" ? "waiting for approvers / 等待审批" : "needs your confirmation / 待确认");
+        if (payload.regated) { this.regateNote(payload.regated); }
         this.card(payload);
         this.setStatus(payload.needs === "approvers"
           ? "Waiting for approvers… / 等待审批人" : "Waiting for your confirmation… / 等待您的确认", "waiting");
@@ -164,13 +165,27 @@
     this.host.scrollDown();
   };
 
+  /* A decided call went back to approvers because its policy became stricter: say so in words,
+   * in both languages, where the conversation is read (the card says it too). */
+  Turn.prototype.regateNote = function (r) {
+    this.freezeDraft();
+    var note = el("p", "note regate-note", (r.message || "") + (r.message_zh ? " / " + r.message_zh : ""));
+    note.setAttribute("data-testid", "regate-note");
+    note.setAttribute("role", "status");
+    this.notes.appendChild(note);
+  };
+
   Turn.prototype.card = function (p) {
     var existing = this.cardsById[p.tool_call_id];
-    if (existing && existing.confirmationId === p.confirmation_id && existing.needs === p.needs) { return existing; }
+    if (existing && !p.regated && existing.confirmationId === p.confirmation_id && existing.needs === p.needs) {
+      return existing;
+    }
     var card = new Card(this, p);
     this.cardsById[p.tool_call_id] = card;
     if (existing && existing.node.parentNode) {
-      // The same call waits again under a stricter policy: the new card replaces the old one.
+      // The same call waits again under a stricter policy: the new card replaces the old one
+      // (which may say "Confirmed" or show a reached quorum).
+      existing.replaced = true;
       existing.stopPolling();
       existing.node.parentNode.replaceChild(card.node, existing.node);
     } else {
@@ -243,7 +258,13 @@
     this.node.appendChild(el("p", "card-summary", p.summary));
     appendFacts(this.node, p.facts);
     appendAssistantText(this.node, p.written_by_assistant);
-    if (p.reason) {
+    if (p.regated) {
+      // The full sentence is in the conversation (Turn.regateNote); the card names the new state.
+      this.node.setAttribute("data-regated", p.regated.cause || "yes");
+      var back = el("p", "card-reason", "Sent back to approvers: the policy became stricter. / 策略变得更严格，已转交审批人。");
+      back.setAttribute("data-testid", "card-reason");
+      this.node.appendChild(back);
+    } else if (p.reason) {
       var why = el("p", "card-reason", "Why it waits again / 再次等待原因: " + p.reason);
       why.setAttribute("data-testid", "card-reason");
       this.node.appendChild(why);
@@ -263,7 +284,9 @@
       this.actions.appendChild(this.cancelButton);
       this.statusLine.textContent = "Only you can confirm this call. / 仅您本人可以确认。";
     } else {
-      this.approvals = el("span", "approvals-count", "0 / " + this.quorum);
+      // Approvals that still count after a regate start the count; the run API keeps it current.
+      var counted = p.regated && typeof p.regated.approvals === "number" ? p.regated.approvals : 0;
+      this.approvals = el("span", "approvals-count", counted + " / " + this.quorum);
       this.approvals.setAttribute("data-testid", "approvals-count");
       this.statusLine.appendChild(document.createTextNode("Waiting for approvers / 等待审批人: "));
       this.statusLine.appendChild(this.approvals);
@@ -368,8 +391,9 @@
       return host.api("POST", "confirmations/" + action + "/", { token: token });
     }).then(function () {
       delete host.tokens[self.confirmationId];
-      // With eager Celery the resumed run's events may already be on screen (settled card).
-      if (!self.settled) {
+      // With eager Celery the resumed run's events may already be on screen (a settled card, or
+      // this card replaced by one that waits for approvers again).
+      if (!self.settled && !self.replaced) {
         if (action === "confirm") {
           self.resolve("Confirmed — running… / 已确认，执行中", "ok");
           self.turn.setStatus("Running… / 执行中");

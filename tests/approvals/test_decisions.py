@@ -84,7 +84,15 @@ def test_risk_raised_to_critical_after_the_request_sends_it_back_to_approvers(re
     assert "2 approver" in regated.message
     # the requester is told why it waits again (event and run API)
     event = answer.run.events.filter(type=RunEvent.Type.CONFIRMATION_REQUIRED).order_by("-seq").first()
-    assert event.payload["needs"] == "approvers" and "changed after you confirmed" in event.payload["reason"]
+    assert event.payload["needs"] == "approvers" and "stricter after you confirmed" in event.payload["reason"]
+    assert event.payload["regated"] == {
+        "cause": "APPROVERS_NOW", "tool": "cancel_order", "quorum": 2, "approvals": 0,
+        "message": "The policy of cancel_order became stricter after you confirmed: it now needs 2 approvers "
+                   "(risk CRITICAL). Your request is waiting for them.",
+        "message_zh": "您确认后 cancel_order 的策略变得更严格：现在需要 2 位审批人（风险 CRITICAL），您的请求正在等待审批。"}
+    mine = _api(requester).get("/api/v1/my-requests/").json()["results"]
+    assert [(r["id"], r["status"], r["needs"], r["regated"]["message"]) for r in mine] == [
+        (str(request.pk), "PENDING", "approvers", event.payload["reason"])]
     body = _api(requester).get(f"/api/v1/runs/{answer.run.pk}/").json()
     assert [(p["confirmation_id"], p["needs"], p["quorum"]) for p in body["pending"]] == [(str(request.pk), "approvers", 2)]
 
@@ -112,6 +120,13 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
     request = ConfirmationRequest.objects.get(pk=request_id)
     assert (request.status, request.quorum) == (Status.PENDING, 3)
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
+    # the requester is told, in both languages, that 2 of the 3 approvals count
+    event = RunEvent.objects.filter(run_id=outcome.run.pk, type=RunEvent.Type.CONFIRMATION_REQUIRED).order_by("-seq")[0]
+    assert {k: event.payload["regated"][k] for k in ("cause", "quorum", "approvals")} == {
+        "cause": "QUORUM_RAISED", "quorum": 3, "approvals": 2}
+    assert "it now needs 3 approvers and 2 of them count so far" in event.payload["regated"]["message"]
+    assert "现在需要 3 位审批人，目前 2 位有效" in event.payload["regated"]["message_zh"]
+    assert request.decision_reason == event.payload["reason"]
     third = _approver(requester, "acme-approver3")
     with django_capture_on_commit_callbacks(execute=True):
         approvals.confirmation_approve(request_id=request_id, approver=third)
@@ -132,8 +147,12 @@ def test_an_approver_who_lost_approve_tool_is_not_counted_at_consume(requester, 
 
     assert not Refund.objects.exists()
     request = ConfirmationRequest.objects.get(pk=request_id)
-    assert request.status == Status.PENDING and "only 1 of the 2" in request.decision_reason
+    assert request.status == Status.PENDING and "Only 1 of the 2 approvals" in request.decision_reason
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
+    event = RunEvent.objects.filter(run_id=outcome.run.pk, type=RunEvent.Type.CONFIRMATION_REQUIRED).order_by("-seq")[0]
+    assert {k: event.payload["regated"][k] for k in ("cause", "quorum", "approvals")} == {
+        "cause": "APPROVALS_LAPSED", "quorum": 2, "approvals": 1}
+    assert "只有 1 位仍然有效" in event.payload["regated"]["message_zh"]
 
 
 def test_a_looser_policy_never_lowers_what_was_already_asked(requester, approver1,

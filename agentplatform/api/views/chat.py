@@ -82,6 +82,12 @@ class PendingSerializer(serializers.Serializer):
     written_by_assistant = serializers.DictField(child=serializers.CharField(), required=False, help_text=(
         "Free-text arguments in the model's own words (argument -> text): not the platform's words; show them "
         "quoted and labelled."))
+    reason = serializers.CharField(required=False, help_text=(
+        "Only when a confirmed or approved call waits again because its policy became stricter: why, in "
+        "English / Chinese."))
+    regated = serializers.DictField(required=False, help_text=(
+        'Only then too: {"cause": APPROVERS_NOW | QUORUM_RAISED | APPROVALS_LAPSED, "tool", "quorum", '
+        '"approvals" (that still count), "message", "message_zh"}.'))
     token = serializers.CharField(allow_null=True, help_text=(
         "One-time confirmation token, only for my own requester-confirmed calls, shown once. "
         "Send it to /confirmations/confirm/ or back to /chat/ as confirmation_token."))

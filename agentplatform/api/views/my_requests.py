@@ -17,7 +17,7 @@ from agentplatform.api.views.approvals import ApprovalRequestSerializer
 from agentplatform.errors import NotFound
 from approvals import amendments
 from approvals.models import ConfirmationRequest
-from approvals.selectors import approval_facts, outcome_of, quorum_shortfall, requests_of
+from approvals.selectors import approval_facts, outcome_of, quorum_shortfall, regates_of, requests_of
 from approvals.services import decider
 from tools.models import RiskLevel
 
@@ -61,6 +61,10 @@ class MyRequestSerializer(serializers.Serializer):
     expires_at = serializers.DateTimeField()
     decided_at = serializers.DateTimeField(allow_null=True)
     facts = serializers.SerializerMethodField(help_text="The tool's approval context (see the approvals API).")
+    regated = serializers.SerializerMethodField(help_text=(
+        'null, or {"at", "message"}: the last time this request was sent back to approvers because the policy '
+        "of its tool became stricter after it was confirmed or approved, and why, in English / Chinese (also "
+        "the CONFIRMATION_REQUIRED run event's `regated`)."))
 
     @extend_schema_field(serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")]))
     def get_needs(self, request: ConfirmationRequest) -> str:
@@ -86,6 +90,16 @@ class MyRequestSerializer(serializers.Serializer):
 
     def get_quorum_shortfall(self, request: ConfirmationRequest) -> int:
         return quorum_shortfall(request) if self.get_can_withdraw(request) else 0
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_regated(self, request: ConfirmationRequest) -> dict | None:
+        # One query for the whole page (or the one request), kept in the serializer's context.
+        regates = self.context.get("regates")
+        if regates is None:
+            page = list(self.root.instance) if self.root is not self else [request]
+            regates = self.context["regates"] = regates_of(tenant_id=request.tenant_id,
+                                                           request_ids=[r.pk for r in page])
+        return regates.get(request.pk)
 
     @extend_schema_field(serializers.JSONField())
     def get_facts(self, request: ConfirmationRequest) -> dict:
