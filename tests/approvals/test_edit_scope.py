@@ -236,6 +236,9 @@ def test_remote_tool_specs_declare_nothing_editable():
     row = SimpleNamespace(tool=SimpleNamespace(name="crm__update_customer", owner="", version=""),
                           input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
                           server_id=1, remote_name="update_customer", reviewed_hash="h", description="d",
+                          reviewed_definition={"name": "update_customer", "description": "d",
+                                               "inputSchema": {"type": "object",
+                                                               "properties": {"id": {"type": "string"}}}},
                           server=SimpleNamespace(source="mcp:crm"))
     spec = _build(row)
     assert spec is not None and spec.remote is not None
