@@ -53,5 +53,5 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
         (None, {"fields": ("occurred_at", "tenant", "actor", "decision", "status", "message")}),
         ("Call", {"fields": ("tool_name", "tool_owner", "tool_version", "policy_decision", "arguments_hash", "masked_arguments", "duration_ms")}),
         ("Correlation", {"fields": ("request_id", "conversation_id", "run_id", "tool_call_id", "confirmation_id",
-                                    "idempotency_key", "business_result_id")}),
+                                    "idempotency_key", "business_result_id", "execution")}),
     )
