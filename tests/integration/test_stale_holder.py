@@ -147,6 +147,55 @@ def test_a_holder_stopped_before_it_consumes_a_confirmed_call_never_executes_it(
     assert_every_change_recorded(run, stale_holder=stale_holder, lost_at=lost_at)
 
 
+def test_a_holder_stopped_inside_its_execution_keeps_the_run_and_recovery_waits_for_it(start_worker, requester,
+                                                                                       settings, tmp_path):
+    # given: a confirmed cancellation whose worker (lease of 3 s) is stopped (SIGSTOP) inside the
+    # execution's transaction: the order changed, nothing committed, the run's row locked by the fence
+    settings.AGENT_RUN_LEASE_SECONDS = LEASE_SECONDS
+    entered = tmp_path / "entered"
+    entered.mkdir()
+    first = start_worker(concurrency=1, env={"AGENT_RUN_LEASE_SECONDS": str(LEASE_SECONDS),
+                                             "AGENTPLATFORM_TEST_SLOW_TOOL_SECONDS": "8",
+                                             "AGENTPLATFORM_TEST_MARKER_DIR": str(entered)})
+    holder = f"{HOST}:{pool_pid(first)}"
+    outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was ordered twice")
+    [pending] = outcome.pending
+    approvals.confirmation_confirm(token=pending.token, user=requester)
+    wait_for(lambda: any(entered.iterdir()), message="the execution to be under way", details=first.tail)
+    stop(first)
+    held = lease_of(outcome.run.pk)
+
+    # when: its lease expires and this process tries to recover the run
+    wait_for(lambda: clock.now() > held, timeout=LEASE_SECONDS + 30, message="the lease to expire")
+    recovered: list = []
+
+    def recover() -> None:
+        from django.db import connection
+
+        try:
+            recovered.append(loop.run_recover(run_id=outcome.run.pk))
+        finally:
+            connection.close()
+
+    recoverer = threading.Thread(target=recover)
+    recoverer.start()
+    recoverer.join(timeout=3)
+    waited = recoverer.is_alive()  # the claim waits for the stopped holder's transaction
+    resume(first)
+    recoverer.join(timeout=60)
+    run = wait_for(lambda: Run.objects.filter(pk=outcome.run.pk, status=Run.Status.COMPLETED).first(),
+                   timeout=60, message="the holder to finish the run", details=first.tail)
+
+    # then: the claim waited and then found the run renewed by its holder, which executed the call
+    # once under its own lease and finished the run
+    assert waited and recovered == [None]
+    assert Cancellation.objects.count() == 1 and len(list(entered.iterdir())) == 1
+    [row] = AuditEvent.objects.filter(run_id=run.pk, tool_name="cancel_order", decision="EXECUTED")
+    assert (row.tool_call_id, row.execution) == (pending.tool_call_id, {"holder": holder, "lease": held.isoformat()})
+    assert not AuditEvent.objects.filter(run_id=run.pk, decision="RECOVERED").exists()
+    assert_every_change_recorded(run, stale_holder=holder, lost_at=clock.now())
+
+
 @pytest.fixture
 def fake_model(settings):
     """A scripted OpenAI-compatible endpoint for this process and the workers' environment."""
