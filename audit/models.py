@@ -82,7 +82,8 @@ class AuditEvent(models.Model):
     duration_ms = models.FloatField(null=True, blank=True)
     message = models.CharField(max_length=500, blank=True)
     # Which process ran the call and under which lease of its run: {"holder": "host:pid", "lease":
-    # the run's lease_expires_at the fence checked (ISO 8601), or null outside a run}. Set on the
+    # the run's lease_expires_at the fence checked (ISO 8601), or null when the call was not fenced:
+    # a read-only tool, a call outside a run}. Set on the
     # rows the execution writes (EXECUTED, FAILED, IDEMPOTENT_HIT, REFUSED at consume), so a side
     # effect can be traced to the holder that made it (docs/operations.md, "Runs, leases and recovery").
     execution = models.JSONField(null=True, blank=True,

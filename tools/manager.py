@@ -561,7 +561,7 @@ class ToolCallingManager:
 
         def consume_and_execute() -> CallOutcome:
             with transaction.atomic():
-                lease = None
+                audit.execution = lease = None  # an attempt retried after a deadlock fences again
                 if ctx.fence is not None and (confirmation_id is not None or not spec.read_only):
                     lease = ctx.fence()  # a holder that lost the run executes nothing (raises FenceLost)
                 # The rows this attempt writes name the process and the run lease it ran under.
