@@ -11,6 +11,8 @@ filter adds to every record.
 from __future__ import annotations
 
 import contextvars
+import os
+import socket
 import uuid
 from typing import Any
 
@@ -71,3 +73,12 @@ def log_fields() -> dict[str, str]:
     if run_id is not None:
         fields["run_id"] = str(run_id)
     return fields
+
+
+_HOSTNAME = socket.gethostname()
+
+
+def holder() -> str:
+    """This process as the holder of a run or the executor of a call: "hostname:pid". Read at each
+    call, not at import: a prefork worker's pool processes are forks with their own pids."""
+    return f"{_HOSTNAME}:{os.getpid()}"

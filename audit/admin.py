@@ -54,7 +54,7 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
         (None, {"fields": ("occurred_at", "tenant", "actor", "decision", "status", "message_shown")}),
         ("Call", {"fields": ("tool_name", "tool_owner", "tool_version", "policy_decision", "arguments_hash", "masked_arguments_shown", "duration_ms")}),
         ("Correlation", {"fields": ("request_id", "conversation_id", "run_id", "tool_call_id", "confirmation_id",
-                                    "idempotency_key", "business_result_id")}),
+                                    "idempotency_key", "business_result_id", "execution")}),
     )
     readonly_fields = ("message_shown", "masked_arguments_shown")
 

@@ -39,6 +39,7 @@ def record(
     business_result_id: str = "",
     duration_ms: float | None = None,
     message: str = "",
+    execution: dict[str, Any] | None = None,
 ) -> AuditEvent:
     """Append one AuditEvent and count it in the metrics.
 
@@ -47,6 +48,8 @@ def record(
     go through agentplatform.redaction once more (free text: cards, ids, phones, tokens); a raw token must never be
     passed in any field. Returns the stored event. Raises DatabaseError if the write fails;
     callers treat a failed audit write as "not executed" (fail closed, DESIGN section 9).
+    `execution`: on the rows of an execution, which process ran it under which run lease
+    ({"holder": "host:pid", "lease": ISO 8601 or None}, see AuditEvent.execution).
     The row is written by `audit.chain.insert_chained` (on PostgreSQL one statement that also
     advances the tenant's hash chain, no ORM compile: it is on every governed call). The tenant's
     chain head stays locked until the caller's transaction ends.
@@ -72,6 +75,7 @@ def record(
         business_result_id=business_result_id[:128],
         duration_ms=duration_ms,
         message=mask_text(message)[:500],
+        execution=execution,
     )
     event.occurred_at = timezone.now()  # what auto_now_add would set
     event.chain_seq, event.prev_hash, event.row_hash = insert_chained(

@@ -81,6 +81,13 @@ class AuditEvent(models.Model):
     business_result_id = models.CharField(max_length=128, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     message = models.CharField(max_length=500, blank=True)
+    # Which process ran the call and under which lease of its run: {"holder": "host:pid", "lease":
+    # the run's lease_expires_at the fence checked (ISO 8601), or null when the call was not fenced:
+    # a read-only tool, a call outside a run}. Set on the
+    # rows the execution writes (EXECUTED, FAILED, IDEMPOTENT_HIT, REFUSED at consume), so a side
+    # effect can be traced to the holder that made it (docs/operations.md, "Runs, leases and recovery").
+    execution = models.JSONField(null=True, blank=True,
+                                 help_text="The process (host:pid) and the run lease under which the call ran.")
     # The hash chain (audit.chain): position in the tenant's trail, the previous event's hash, and
     # SHA-256(prev_hash:chain_seq:SHA-256(canonical JSON of this row)). Set by the database write.
     chain_seq = models.BigIntegerField(null=True, blank=True, editable=False)

@@ -18,8 +18,9 @@ class ToolContext:
     requested (read it with `excerpt()`). fence: a zero-argument callable the pipeline calls inside
     the transaction that consumes a confirmation or claims an idempotency record, before anything
     runs; the runtime's fence raises when this process no longer holds the run (its lease was taken
-    over), so a stale holder can never execute (docs/decisions.md). Never carries a raw
-    confirmation token.
+    over), so a stale holder can never execute (docs/decisions.md), and otherwise returns the lease
+    it checked (text), which the execution's audit row names with this process
+    (`AuditEvent.execution`). Never carries a raw confirmation token.
     """
 
     tenant: Any

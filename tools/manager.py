@@ -571,8 +571,11 @@ class ToolCallingManager:
 
         def consume_and_execute() -> CallOutcome:
             with transaction.atomic():
+                audit.execution = lease = None  # an attempt retried after a deadlock fences again
                 if ctx.fence is not None and (confirmation_id is not None or not spec.read_only):
-                    ctx.fence()  # a holder that lost the run executes nothing (raises FenceLost)
+                    lease = ctx.fence()  # a holder that lost the run executes nothing (raises FenceLost)
+                # The rows this attempt writes name the process and the run lease it ran under.
+                audit.execution = {"holder": correlation.holder(), "lease": lease or None}
                 if confirmation_id is not None:
                     approvals.confirmation_consume(
                         request_id=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
@@ -705,6 +708,7 @@ class _CallAudit:
         self.idempotency_key, self.business_result_id = "", ""
         self.confirmation_id = None
         self.owner, self.version = "", ""
+        self.execution = None  # set once the execution passed its fence (AuditEvent.execution)
         self.edits: dict[str, Any] | None = None
 
     def note_edits(self) -> None:
@@ -738,7 +742,7 @@ class _CallAudit:
             tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=masked,
             confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,
             business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
-            message=message,
+            message=message, execution=self.execution,
         )
         metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
                               seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)

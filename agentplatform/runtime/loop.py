@@ -117,27 +117,30 @@ def build_tool_context(run: Run, *, confirmations: dict[str, uuid.UUID] | None =
     )
 
 
-def _fence(run: Run) -> None:
+def _fence(run: Run) -> str:
     """Check, inside the caller's transaction, that this process still holds `run` (RUNNING with
     the lease it set). The row is locked (`FOR NO KEY UPDATE`, the lock an UPDATE of it would take,
     without writing a new row version: issue 11) until that transaction ends, so a recovery's
     claim waits for it, and a holder whose lease was taken over (or whose run was cancelled)
-    raises RunClaimLost before executing anything (docs/decisions.md, item 11)."""
-    _lock_held(run, "nothing was executed")
+    raises RunClaimLost before executing anything (docs/decisions.md, item 11).
+    Returns the lease checked (ISO 8601): the token the execution's audit row names."""
+    lease = _lock_held(run, "nothing was executed")
+    return lease.isoformat() if lease is not None else ""
 
 
-def _lock_held(run: Run, consequence: str) -> None:
+def _lock_held(run: Run, consequence: str) -> datetime.datetime | None:
     """Lock the run's row (FOR NO KEY UPDATE) while it is RUNNING with the lease this process
-    holds; raises RunClaimLost otherwise. A save of the current step that is still held (written at
-    the step's end) has not changed the row yet: the lease checked is then the one the row has,
-    which that save's own compare-and-set checks again. Nothing is written here, so a savepoint
-    around the caller that rolls back leaves the held save as it was."""
+    holds; raises RunClaimLost otherwise, returns that lease. A save of the current step that is
+    still held (written at the step's end) has not changed the row yet: the lease checked is then
+    the one the row has, which that save's own compare-and-set checks again. Nothing is written
+    here, so a savepoint around the caller that rolls back leaves the held save as it was."""
     deferred = getattr(run, "_deferred", None)
     lease = deferred.held if deferred is not None and deferred.values else run.lease_expires_at
     held = select_rows(Run, {"id": run.pk, "status": Run.Status.RUNNING, "lease_expires_at": lease},
                        for_update="no key", only=("id",))
     if len(held) != 1:
         raise RunClaimLost(f"run {run.pk} is no longer held by this process; {consequence}", run_id=run.pk)
+    return lease
 
 
 def _lease() -> datetime.datetime:
@@ -428,14 +431,19 @@ _LAST_SEQ = {"last_event_seq": f"SELECT MAX(e.seq) FROM {RunEvent._meta.db_table
 
 
 def _claim_running(run_id, **condition: Any) -> Run | None:
-    """Compare-and-set a new lease on a RUNNING run matching `condition`; return it fresh, or None."""
+    """Compare-and-set a new lease on a RUNNING run matching `condition`; return it fresh, or None
+    (not claimable, or claimed by another process before this one read it back)."""
     lease = _lease()
     claimed = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, **condition).update(
         lease_expires_at=lease, updated_at=clock.now())
     if claimed != 1:
         return None
-    # Read after the claim: from now on only this process writes the row (see _save).
-    return Run.objects.select_related(*_RUN_RELATED).get(pk=run_id)
+    # Read back only with the lease this claim set. The claim and the read are two statements: a
+    # claimant paused between them past its new lease (a loaded machine, a stopped process) can
+    # find the row claimed again by another recoverer, and reading it unconditionally would hand
+    # both processes the other's lease, so both would pass every fence as the run's holder.
+    return Run.objects.select_related(*_RUN_RELATED).filter(
+        pk=run_id, status=Run.Status.RUNNING, lease_expires_at=lease).first()
 
 
 def run_resume(*, run_id, listener: Listener | None = None, manager: ToolCallingManager | None = None,

@@ -10,6 +10,10 @@ environment variables set in the worker's environment only (never in the test pr
 - AGENTPLATFORM_TEST_MARKER_DIR: each execution of that function, once its change is made (not
   yet committed), creates a file there, so the test knows the execution is under way and can
   count executions, committed or not.
+- AGENTPLATFORM_TEST_PAUSE_DIR: a resume that holds its run and is about to answer its decided
+  calls (consume and execute them) first creates `paused-<pid>` there, then waits until a file
+  `go` appears: the point where the test stops the holder (SIGSTOP) with its lease held and
+  nothing executed yet.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ __all__ = ["app"]
 
 SLOW_SECONDS = float(os.environ.get("AGENTPLATFORM_TEST_SLOW_TOOL_SECONDS") or 0)
 MARKER_DIR = os.environ.get("AGENTPLATFORM_TEST_MARKER_DIR") or ""
+PAUSE_DIR = os.environ.get("AGENTPLATFORM_TEST_PAUSE_DIR") or ""
 
 
 @worker_process_init.connect
@@ -45,3 +50,22 @@ def _install_slow_cancellation(**_: object) -> None:
         return result
 
     services.order_cancel = order_cancel
+
+
+@worker_process_init.connect
+def _install_pause_before_answering(**_: object) -> None:
+    """In each pool process: wrap loop._answer_pending with the pause point (module docstring)."""
+    if not PAUSE_DIR:
+        return
+    from agentplatform.runtime import loop
+
+    real = loop._answer_pending
+
+    def answer_pending(*args, **kwargs):
+        Path(PAUSE_DIR, f"paused-{os.getpid()}").touch()
+        deadline = time.monotonic() + 120
+        while not Path(PAUSE_DIR, "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    loop._answer_pending = answer_pending

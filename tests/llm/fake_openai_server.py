@@ -42,6 +42,10 @@ class ScriptedResponse:
     drop_after: int | None = None
     delay_seconds: float = 0.0  # before the status line (a slow provider)
     interval_seconds: float = 0.0  # between SSE events (a stream that drips)
+    # A stream that stops after `hold_after` events until the test sets `hold` (a provider stalling
+    # mid-answer for as long as the test needs, without guessing a duration); 120 s at most.
+    hold: threading.Event | None = None
+    hold_after: int = 1
 
 
 @dataclass
@@ -200,6 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if number and scripted.interval_seconds:
                 time.sleep(scripted.interval_seconds)
+            if scripted.hold is not None and number == scripted.hold_after:
+                scripted.hold.wait(timeout=120)
             data = f"data: {event}\n\n".encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from django.conf import settings
 
 from agentplatform import clock
 from agentplatform.runtime import loop, services
@@ -155,3 +156,58 @@ def test_a_commit_hook_that_raises_after_the_step_committed_is_not_taken_for_a_f
     assert (run.status, run.error_code) == (Run.Status.FAILED, "SYSTEM_ERROR")
     assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONSUMED
     assert Cancellation.objects.filter(order__order_id=ORDER).count() == 1
+
+
+def test_a_recovery_claim_that_another_recoverer_took_before_its_read_back_holds_nothing(requester, monkeypatch):
+    from django.db.models.query import QuerySet
+
+    # given: a RUNNING run whose holder's lease expired (its worker is stopped or dead)
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+    moment = [clock.now()]
+    monkeypatch.setattr(clock, "now", lambda: moment[0])
+    Run.objects.filter(pk=outcome.run.pk).update(status=Run.Status.RUNNING,
+                                                 lease_expires_at=moment[0] - datetime.timedelta(seconds=1))
+
+    # ... and a recoverer that is paused past its new lease between its claim (UPDATE) and its read
+    # of the run, while a second recoverer claims the run
+    real_update, second = QuerySet.update, []
+
+    def update(queryset, **values):
+        changed = real_update(queryset, **values)
+        if queryset.model is Run and not second:
+            second.append(None)
+            moment[0] += datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS + 1)
+            second[0] = loop._claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
+        return changed
+
+    monkeypatch.setattr(QuerySet, "update", update)
+    first = loop._claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
+
+    # then: only the second holds the run; the first does not come back with the second's lease
+    # (both would then pass every fence as the run's holder)
+    assert second[0] is not None and second[0].lease_expires_at == Run.objects.get(pk=outcome.run.pk).lease_expires_at
+    assert first is None
+
+
+def test_an_execution_names_the_process_and_the_run_lease_it_ran_under(requester):
+    import os
+    import socket
+
+    from audit.models import AuditEvent
+
+    # given: a confirmed cancellation
+    outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
+    [pending] = outcome.pending
+
+    # when: its run resumes in this process and executes it
+    services.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
+                       confirmation_token=pending.token)
+
+    # then: the EXECUTED row names this process and the lease its run held when the fence passed
+    [row] = AuditEvent.objects.filter(run_id=outcome.run.pk, decision="EXECUTED", tool_name="cancel_order")
+    assert row.tool_call_id == pending.tool_call_id
+    assert row.execution["holder"] == f"{socket.gethostname()}:{os.getpid()}"
+    lease = datetime.datetime.fromisoformat(row.execution["lease"])
+    assert row.occurred_at < lease <= row.occurred_at + datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
+    # a row written before any execution (the request for confirmation) names none
+    assert AuditEvent.objects.get(run_id=outcome.run.pk, decision="CONFIRMATION_REQUIRED").execution is None
