@@ -319,7 +319,8 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         request.decided_at = now
         request.decided_by = actor
         request.decision_reason = comment[:500]
-    elif quorum_reached(list(request.approvals.filter(revision=request.revision)),
+    elif quorum_reached([a for a in request.approvals.filter(revision=request.revision).select_related("approver")
+                         if not is_service_account(a.approver)],  # never counted, however it got there
                         quorum=request.quorum, revision=request.revision):
         request.status = Status.CONFIRMED
         request.confirmed_at = request.decided_at = now

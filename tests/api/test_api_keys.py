@@ -107,7 +107,8 @@ def test_the_tenant_administrator_revokes_a_member_key_but_not_another_tenants(r
 
 def test_a_member_cannot_issue_keys_for_another_member(requester, approver1):
     response = _session(requester).post("/api/v1/api-keys/", {"name": "x", "user": approver1.username}, format="json")
-    assert_error(response, 403, "PERMISSION_DENIED")
+    assert_error(response, 403, "KEY_FOR_ANOTHER_PERSON")
+    assert not ApiKey.objects.exists()
 
 
 def test_drf_clear_text_tokens_are_migrated_to_digests(requester):
