@@ -82,7 +82,8 @@ def _user_snapshot(user: User) -> dict[str, Any]:
     return {"username": user.username, "email": user.email, "first_name": user.first_name,
             "last_name": user.last_name, "tenant": user.tenant.slug if user.tenant_id else None,
             "is_active": user.is_active, "is_staff": user.is_staff, "is_superuser": user.is_superuser,
-            "role": admin_role(user) or "member", "password": user.password}
+            "role": admin_role(user) or "member", "is_service_account": user.is_service_account,
+            "password": user.password}
 
 
 def _object_name(perm_row: Any) -> str:

@@ -223,3 +223,15 @@ def test_the_shell_command_prints_the_key_only_to_its_output_and_is_audited(requ
                                  masked_arguments__object__type="api_token")
     assert row.masked_arguments["actor_role"] == "shell (manage.py issue_api_token)" and row.actor_id is None
     assert raw not in json.dumps(row.masked_arguments) + row.message
+
+
+def test_the_admins_key_pages_list_and_revoke_but_add_nothing_and_show_no_secret(client, acme_admin, requester):
+    from tests.controlplane.conftest import admin_url
+
+    key, raw = api_key_issue(user=requester, name="laptop")
+    client.force_login(acme_admin)
+    listed = client.get(admin_url(ApiKey, "changelist")).content.decode()
+    shown = client.get(admin_url(ApiKey, "change", key.pk)).content.decode()
+    assert "laptop" in listed and key.token_key in shown
+    assert raw not in listed + shown and raw[15:] not in listed + shown
+    assert client.get(admin_url(ApiKey, "add")).status_code == 403
