@@ -9,7 +9,8 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, Permission
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
 from django.template.response import TemplateResponse
 
 from agentplatform.errors import DomainError
@@ -173,6 +174,16 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
             if not change:
                 obj.is_superuser = False
         UserAdmin.save_model(self, request, obj, form, change)
+
+    def user_change_password(self, request, id, form_url=""):
+        """A service account never has a usable password (it signs in with its API key only): its
+        password page answers with a message instead of a form whose password would be discarded."""
+        user = self.get_object(request, id)
+        if user is not None and user.is_service_account:
+            self.message_user(request, f"{user.username} is a service account: it has no password and signs in "
+                                       "with its API key only / 服务账号没有密码，只能用 API 密钥", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:tenancy_user_change", args=[user.pk]))
+        return super().user_change_password(request, id, form_url)
 
     def save_related(self, request, form, formsets, change) -> None:
         """A user just moved to another tenant starts with no groups or permissions (tenancy.moves):

@@ -155,3 +155,12 @@ def test_a_grant_that_bypassed_the_signals_still_never_lets_it_decide_or_count(i
     request.refresh_from_db()
     assert request.status == ConfirmationRequest.Status.PENDING  # 1 of 2: the service account's row is not counted
     assert [a.approver_id for a in approvals.standing_approvals(request)] == [approver1.pk]
+
+
+def test_the_admin_offers_no_password_for_a_service_account(client, acme_admin, integration):
+    client.force_login(acme_admin)
+    url = f"/admin/tenancy/user/{integration.pk}/password/"
+    response = client.post(url, {"password1": "x-Very-long-pass-91", "password2": "x-Very-long-pass-91",
+                                 "usable_password": "true"}, follow=True)
+    assert "signs in with its API key only" in response.content.decode()
+    assert not User.objects.get(pk=integration.pk).has_usable_password()
