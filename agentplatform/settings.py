@@ -191,9 +191,13 @@ AUTH_USER_MODEL = "tenancy.User"
 AUTHENTICATION_BACKENDS = [
     # First: refuses a locked-out username or address before any password is checked.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
-    "guardian.backends.ObjectPermissionBackend",
+    # Django's and guardian's backends, refusing service accounts a password sign-in, a session
+    # and approve_tool (agentplatform.tenancy.backends, docs/roles.md).
+    "agentplatform.tenancy.backends.PersonModelBackend",
+    "agentplatform.tenancy.backends.ServiceAccountAwareObjectPermissionBackend",
 ]
+# guardian's check looks for its own backend's dotted path; ours is its subclass.
+SILENCED_SYSTEM_CHECKS = ["guardian.W001"]
 ANONYMOUS_USER_NAME = None  # guardian: no anonymous user row
 GUARDIAN_MONKEY_PATCH_USER = False
 LOGIN_URL = "/accounts/login/"

@@ -38,7 +38,7 @@ from approvals.errors import (
     ReasonRequired,
 )
 from approvals.models import Approval, ConfirmationRequest
-from approvals.services import _audit_request, _guarded, _require_open, _settle
+from approvals.services import _audit_request, _guarded, _require_open, _settle, refuse_service_account
 
 Status = ConfirmationRequest.Status
 
@@ -99,6 +99,7 @@ def _lock_for_approver(*, actor, request_id: uuid.UUID) -> ConfirmationRequest:
         raise ApprovalForbidden("this call is confirmed by its requester, not by approvers")
     if request.user_id == actor.pk:
         raise ApprovalForbidden("a requester never approves or edits their own call")
+    refuse_service_account(actor)
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
     correlation.set_run_id(request.run_id)

@@ -19,6 +19,7 @@ from agentplatform import clock, correlation
 from agentplatform.db import insert_instance, select_rows, update_row, update_rows
 from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
+from agentplatform.tenancy.service_accounts import is_service_account
 from approvals.errors import (
     ApprovalForbidden,
     ArgumentsChanged,
@@ -294,6 +295,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         raise ApprovalForbidden("this call is confirmed by its requester, not by approvers")
     if request.user_id == actor.pk:
         raise ApprovalForbidden("a requester never approves their own call")
+    refuse_service_account(actor)
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
     now = clock.now()
@@ -318,7 +320,8 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         request.decided_at = now
         request.decided_by = actor
         request.decision_reason = comment[:500]
-    elif quorum_reached(list(request.approvals.filter(revision=request.revision)),
+    elif quorum_reached([a for a in request.approvals.filter(revision=request.revision).select_related("approver")
+                         if not is_service_account(a.approver)],  # never counted, however it got there
                         quorum=request.quorum, revision=request.revision):
         request.status = Status.CONFIRMED
         request.confirmed_at = request.decided_at = now
@@ -359,6 +362,15 @@ def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> Conf
 COUNTED = (Approval.Decision.APPROVE, Approval.Decision.EDIT)
 
 
+def refuse_service_account(actor) -> None:
+    """Raise ApprovalForbidden when `actor` is a service account: a program's account never
+    approves, rejects, edits or counts toward a quorum, whatever it was granted (docs/roles.md,
+    "Service accounts"; the grant itself is refused by the control-plane rules)."""
+    if is_service_account(actor):
+        raise ApprovalForbidden("a service account never decides an approval or counts toward a quorum "
+                                "/ 服务账号不能审批")
+
+
 def quorum_reached(approvals: list[Approval], *, quorum: int, revision: int) -> bool:
     """Whether `approvals` (decisions on one request) confirm its `revision`: at least `quorum`
     APPROVE/EDIT decisions on that revision, and, when it was edited, at least one of them by
@@ -373,13 +385,15 @@ def quorum_reached(approvals: list[Approval], *, quorum: int, revision: int) -> 
 
 def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
     """The APPROVE and EDIT decisions on the current revision of `request` whose approvers still
-    stand now: active, of the request's tenant, not its requester, and holding `tools.approve_tool`
+    stand now: active, a person (never a service account), of the request's tenant, not its
+    requester, and holding `tools.approve_tool`
     on its tool (DESIGN section 8: each counted approver's standing is evaluated again at consume
     time). Approvers are distinct by the `one_decision_per_approver_and_revision` constraint."""
     approvals = Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision) \
         .select_related("approver")
     return [a for a in approvals
-            if a.approver.is_active and a.approver.tenant_id == request.tenant_id
+            if a.approver.is_active and not is_service_account(a.approver)
+            and a.approver.tenant_id == request.tenant_id
             and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)]
 
 
@@ -630,6 +644,27 @@ def confirmations_cancel_for_run(*, run_id: uuid.UUID, actor_id: int | None, rea
             continue
         request.status = Status.CANCELLED
         _audit_request(request, decision="CANCELLED", actor_id=actor_id, status="RUN_ENDED", message=reason)
+        cancelled.append(request.pk)
+    return cancelled
+
+
+@transaction.atomic
+def confirmations_cancel_for_requester(*, user_id: int, tenant_id: int, actor_id: int | None,
+                                       reason: str) -> list[uuid.UUID]:
+    """Cancel every open request (PENDING or CONFIRMED) that `user_id` made in `tenant_id`: the
+    requester left that tenant, so nothing they asked for there may still run (docs/roles.md,
+    "Moving a user to another tenant"). CANCELLED with outcome REQUESTER_MOVED, audited, inside
+    the caller's transaction; no settle signal (the mover cancels the runs too). Returns the ids."""
+    cancelled = []
+    for request in ConfirmationRequest.objects.select_for_update().filter(
+            user_id=user_id, tenant_id=tenant_id, status__in=OPEN_STATES).order_by("pk"):
+        changed = ConfirmationRequest.objects.filter(pk=request.pk, status__in=OPEN_STATES).update(
+            status=Status.CANCELLED, decided_at=clock.now(), decided_by=actor_id, decision_reason=reason[:500],
+            outcome_code="REQUESTER_MOVED")
+        if changed != 1:
+            continue
+        request.status = Status.CANCELLED
+        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status="REQUESTER_MOVED", message=reason)
         cancelled.append(request.pk)
     return cancelled
 

@@ -33,7 +33,9 @@ from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
 from agentplatform.tenancy.actor import current_request
 from agentplatform.tenancy.admin import TenantAdmin as BaseTenantAdmin
-from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin, tenant_groups, tenant_users
+from agentplatform.errors import DomainError
+from agentplatform.tenancy.admin_scope import (TenantScopedAdminMixin, TenantScopedMixin, refused_response, tenant_groups,
+                                                tenant_users)
 from agentplatform.tenancy.models import Tenant, User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 from audit.admin import ReadOnlyAdminMixin
@@ -407,16 +409,22 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
         if self.role(request) == TENANT_ADMINISTRATOR and not tenant_users(request.user.tenant_id).filter(
                 pk=user_id).exists():
             raise Http404("no such user")
-        with transaction.atomic():
-            return super().obj_perms_manage_user_view(request, object_pk, user_id)
+        try:
+            with transaction.atomic():
+                return super().obj_perms_manage_user_view(request, object_pk, user_id)
+        except DomainError as error:  # a refused grant (e.g. approve_tool to a service account)
+            return refused_response(self, request, error)
 
     def obj_perms_manage_group_view(self, request, object_pk, group_id):
         request._obj_perms_view = True
         if self.role(request) == TENANT_ADMINISTRATOR and not tenant_groups(request.user.tenant_id).filter(
                 pk=group_id).exists():
             raise Http404("no such group")
-        with transaction.atomic():
-            return super().obj_perms_manage_group_view(request, object_pk, group_id)
+        try:
+            with transaction.atomic():
+                return super().obj_perms_manage_group_view(request, object_pk, group_id)
+        except DomainError as error:  # a refused grant (e.g. approve_tool to a group with a service account)
+            return refused_response(self, request, error)
 
 
 @admin.register(TenantToolPolicy)

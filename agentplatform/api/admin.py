@@ -31,9 +31,10 @@ class HttpIdempotencyKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 class ApiKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     """API keys (django-rest-knox): name, prefix, owner, expiry, last use; nothing secret is stored
     to show. A tenant administrator sees and revokes only their tenant's members' keys (never a
-    superuser's); another tenant's key answers 404. Deleting revokes through the audited service;
-    keys are issued by the users' "Issue API token" action, the API or `manage.py issue_api_token`
-    (the key is shown once there)."""
+    superuser's); another tenant's key answers 404. Deleting revokes through the audited service.
+    Nobody adds a key here: a person creates their own through the API, a service account's key
+    comes from the users' "Issue API key for service account" action, an operator's shell from
+    `manage.py issue_api_token` (shown once there; docs/operations.md, "API keys")."""
 
     list_display = ("name", "token_key", "user", "created", "expiry", "last_used_at")
     search_fields = ("name", "token_key", "user__username")
@@ -46,8 +47,10 @@ class ApiKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         qs = super().get_queryset(request).select_related("user")
         return qs.filter(user__is_superuser=False) if self.role(request) == "tenant_administrator" else qs
 
+    exclude = ("digest",)  # not the key, but nothing an administrator needs to read either
+
     def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
+        return [f.name for f in self.model._meta.fields if f.name != "digest"]
 
     def get_actions(self, request):
         actions = super().get_actions(request)

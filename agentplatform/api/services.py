@@ -1,4 +1,12 @@
-"""Writes of the API app: API keys for programs (django-rest-knox, digest only; issue 9, item 7)."""
+"""Writes of the API app: API keys for programs (django-rest-knox, digest only).
+
+Who receives a key (docs/operations.md, "API keys"; docs/roles.md): a key's secret is shown once,
+to the user it authenticates and to no one else. Administrators and operators list and revoke
+keys; they never receive one for another person (KeyForAnotherPerson, 403). A service account
+has no human owner: a tenant administrator of its tenant or a platform operator receives its key
+(shown once to them, audited). An operator at a server's shell issues keys with
+`manage.py issue_api_token` (audited as the shell).
+"""
 from __future__ import annotations
 
 import datetime
@@ -12,35 +20,84 @@ from django.utils import timezone
 from agentplatform.api.models import ApiKey
 from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
 from agentplatform.tenancy.actor import acting_as
+from agentplatform.tenancy.service_accounts import is_service_account
 
 
-@transaction.atomic(durable=True)
+class KeyForAnotherPerson(PermissionDenied):
+    """An API key was asked for someone other than the asker who is a person: a key is shown only
+    to the person it authenticates (docs/operations.md, "API keys"). HTTP 403; nothing is created."""
+
+    code = "KEY_FOR_ANOTHER_PERSON"
+
+
 def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=None) -> tuple[ApiKey, str]:
     """Create an API key for `user`; return (the stored ApiKey, the raw key shown once).
 
     expires_in_days: None = API_KEY_TTL_DAYS; 0 = never (refused when API_KEY_TTL_DAYS > 0 and
-    API_KEY_ALLOW_NO_EXPIRY is off). actor: who asked (the owner, a tenant administrator of the
-    owner's tenant, a platform operator; None for the command line). Raises PermissionDenied for an
-    inactive user or an actor of another tenant, InvalidInput for a blank name or a bad expiry.
-    Audited (CONTROL_CHANGE, api_token, CREATED) in the same transaction.
+    API_KEY_ALLOW_NO_EXPIRY is off). actor: who asked and will see the key: the owner, or for a
+    service account a tenant administrator of its tenant or a platform operator (`may_receive_key`);
+    None for the command line (an operator at the shell). Raises KeyForAnotherPerson (403) when
+    `actor` asks for another person's key, PermissionDenied for an inactive user or a service
+    account the actor does not administer, InvalidInput for a blank name or a bad expiry. Audited
+    (CONTROL_CHANGE, api_token, CREATED) in the same transaction; nothing is created when refused.
     """
+    if actor is not None:
+        _require_or_audit(actor=actor, owner=user)
+    return _api_key_create(user=user, name=name, expires_in_days=expires_in_days, actor=actor)
+
+
+@transaction.atomic(durable=True)
+def _api_key_create(*, user, name: str, expires_in_days: int | None, actor) -> tuple[ApiKey, str]:
     if not user.is_active:
         raise PermissionDenied("an inactive user cannot have an API key")
-    if actor is not None and not _may_manage(actor, user):
-        raise PermissionDenied("you may only issue API keys for yourself or your tenant's members")
     name = (name or "").strip()[:100]
     if not name:
         raise InvalidInput("an API key needs a name")
     days = settings.API_KEY_TTL_DAYS if expires_in_days is None else expires_in_days
-    if days < 0 or days > settings.API_KEY_MAX_TTL_DAYS:
-        raise InvalidInput(f"expires_in_days must be between 0 and {settings.API_KEY_MAX_TTL_DAYS}")
-    if days == 0 and settings.API_KEY_TTL_DAYS and not settings.API_KEY_ALLOW_NO_EXPIRY:
-        raise InvalidInput("keys without expiry are not allowed here (API_KEY_ALLOW_NO_EXPIRY)")
+    _check_expiry(days)
     # Audited by the control-plane receivers (agentplatform.controlplane, kind api_token) in this
     # transaction, with `actor` as the actor (None: the row says no actor was named).
     with acting_as(actor) if actor is not None else nullcontext():
         key, raw = ApiKey.objects.create(user=user, expiry=datetime.timedelta(days=days) if days else None, name=name)
     return key, raw
+
+
+def require_may_receive_key(*, actor, owner) -> None:
+    """Whether `actor` may receive a new secret key that authenticates `owner`: only the owner
+    themselves, or, for a service account (no human owner), a platform operator or a tenant
+    administrator of its tenant. Raises KeyForAnotherPerson for another person (whoever asks:
+    administrators and operators list and revoke keys, never receive one for someone else) and
+    PermissionDenied for a service account the actor does not administer. Returns None."""
+    from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
+
+    if actor.pk == owner.pk:
+        return
+    if not is_service_account(owner):
+        raise KeyForAnotherPerson(
+            "an API key is shown only to the person it authenticates; ask them to create it themselves "
+            "/ API 密钥只显示给其本人，请让本人自行创建")
+    role = admin_role(actor)
+    if role == PLATFORM_OPERATOR or (role == TENANT_ADMINISTRATOR and actor.tenant_id is not None
+                                     and actor.tenant_id == owner.tenant_id):
+        return
+    raise PermissionDenied("only a tenant administrator of its tenant or a platform operator may issue "
+                           "a service account's key")
+
+
+def _require_or_audit(*, actor, owner) -> None:
+    """`require_may_receive_key`, with a refusal written to the trail (outside any transaction:
+    nothing was created to roll back) before it is raised."""
+    from audit import events
+
+    try:
+        require_may_receive_key(actor=actor, owner=owner)
+    except PermissionDenied as error:
+        tenant_id = actor.tenant_id or owner.tenant_id
+        if tenant_id is not None:
+            events.record(tenant_id=tenant_id, decision="REFUSED", status=error.code, actor_id=actor.pk,
+                          masked_arguments={"object": {"type": "api_token", "id": f"token of {owner.username}"}},
+                          message=f"API key for {owner.username} refused to {actor.username}: {error.message}")
+        raise
 
 
 def _may_manage(actor, owner) -> bool:
@@ -67,23 +124,52 @@ def api_key_revoke(*, public_id: uuid.UUID | str, actor) -> None:
         key.delete()  # audited by the control-plane receivers (DELETED, kind api_token)
 
 
-def api_token_issue(*, user, rotate: bool = False, name: str = "default", actor=None) -> str:
+def api_token_issue(*, user, rotate: bool = False, name: str = "default", actor=None,
+                    expires_in_days: int | None = None) -> str:
     """Issue a new API key for `user` and return it (shown once; only its digest is kept).
 
-    For `manage.py issue_api_token` and the users' admin action, whose callers are authorised
-    already; the audit rows name the actor of the surrounding request or `acting_as` block (or
-    `actor`). rotate: revoke the user's other keys first, so they stop working at once. Raises
-    PermissionDenied for an inactive user.
+    actor None: `manage.py issue_api_token` at a server's shell (an operator; the command names
+    the channel in the audit rows), or test set-up. actor given (the users' admin action): the
+    same rule as the API (`require_may_receive_key`: only a service account's key may be
+    received by its administrator). rotate: revoke the user's other keys first, so they stop
+    working at once. expires_in_days as `api_key_issue`. Raises KeyForAnotherPerson,
+    PermissionDenied (inactive user), InvalidInput (bad expiry); nothing changes when refused.
     """
+    if actor is not None:
+        _require_or_audit(actor=actor, owner=user)
+    return _api_token_create(user=user, rotate=rotate, name=name, actor=actor, expires_in_days=expires_in_days)
+
+
+@transaction.atomic  # not durable: the admin action and test set-ups call it inside their own
+def _api_token_create(*, user, rotate: bool, name: str, actor, expires_in_days: int | None) -> str:
     if not user.is_active:
         raise PermissionDenied("an inactive user cannot have an API key")
+    days = settings.API_KEY_TTL_DAYS if expires_in_days is None else expires_in_days
+    _check_expiry(days)
     with acting_as(actor) if actor is not None else nullcontext():
         if rotate:
             for key in ApiKey.objects.filter(user=user):
                 key.delete()  # audited by the control-plane receivers, one row per key
-        key, raw = ApiKey.objects.create(user=user, name=name, expiry=(
-            datetime.timedelta(days=settings.API_KEY_TTL_DAYS) if settings.API_KEY_TTL_DAYS else None))
+        key, raw = ApiKey.objects.create(user=user, name=(name or "default").strip()[:100] or "default",
+                                         expiry=datetime.timedelta(days=days) if days else None)
     return raw
+
+
+def _check_expiry(days: int) -> None:
+    if days < 0 or days > settings.API_KEY_MAX_TTL_DAYS:
+        raise InvalidInput(f"expires_in_days must be between 0 and {settings.API_KEY_MAX_TTL_DAYS}")
+    if days == 0 and settings.API_KEY_TTL_DAYS and not settings.API_KEY_ALLOW_NO_EXPIRY:
+        raise InvalidInput("keys without expiry are not allowed here (API_KEY_ALLOW_NO_EXPIRY)")
+
+
+def api_keys_revoke_for_moved_user(sender, *, user, old_tenant_id, **kwargs) -> int:
+    """On `user_tenant_changed` (inside the move's transaction): revoke every API key of the moved
+    user; each deletion is audited by the control-plane receivers. Returns how many."""
+    revoked = 0
+    for key in ApiKey.objects.filter(user=user).order_by("created"):
+        key.delete()
+        revoked += 1
+    return revoked
 
 
 def api_keys_expired_prune() -> int:

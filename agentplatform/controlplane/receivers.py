@@ -24,7 +24,8 @@ from typing import Any, Callable
 from django.contrib.auth.models import Group, Permission
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
-from agentplatform.tenancy.actor import current_actor
+from agentplatform.tenancy import service_accounts
+from agentplatform.tenancy.actor import current_actor, current_channel
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import admin_role
 from agentplatform.tenancy.services import AUDIT_TENANT_ATTR
@@ -80,7 +81,8 @@ def _user_snapshot(user: User) -> dict[str, Any]:
     return {"username": user.username, "email": user.email, "first_name": user.first_name,
             "last_name": user.last_name, "tenant": user.tenant.slug if user.tenant_id else None,
             "is_active": user.is_active, "is_staff": user.is_staff, "is_superuser": user.is_superuser,
-            "role": admin_role(user) or "member", "password": user.password}
+            "role": admin_role(user) or "member", "is_service_account": user.is_service_account,
+            "password": user.password}
 
 
 def _object_name(perm_row: Any) -> str:
@@ -199,12 +201,21 @@ def control_change(*, kind: str, verb: str, ident: str, tenants: list[int], old:
     summary = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in new) if verb == "CHANGED" else ""
     message = f"{kind} {ident} {verb.lower()}" + (f": {summary}" if summary else "")
     details = {"object": {"type": kind, "id": ident}, "old": old, "new": new,
-               "actor_role": admin_role(actor) if actor is not None else "system (no request: shell, task or seed)",
+               "actor_role": _actor_role(actor),
                "scope": "platform" if len(tenants) != 1 else "tenant"}
     return [events.record(tenant_id=tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status=verb,
                           actor_id=getattr(actor, "pk", None), tool_name=tool_name, masked_arguments=details,
                           message=message)
             for tenant_id in tenants]
+
+
+def _actor_role(actor: Any) -> str | None:
+    """The role named in a row: the actor's administrative role (None for a member); without an actor,
+    the channel that said where the change came from (`tenancy.actor.acting_via`, e.g. "shell
+    (manage.py issue_api_token)"), else the generic system label."""
+    if actor is not None:
+        return admin_role(actor)
+    return current_channel() or "system (no request: shell, task or seed)"
 
 
 def _pre_save(sender, instance, raw=False, **kwargs) -> None:
@@ -308,10 +319,53 @@ def _m2m_changed(sender, instance, action, reverse, model, pk_set, **kwargs) -> 
     instance._control_m2m = {}
 
 
+# -- service accounts are never approvers (agentplatform.tenancy.service_accounts) ---------------
+
+def _service_account_rules_on_save(sender, instance, raw=False, **kwargs) -> None:
+    """Refuse a save that would make a service account an approver (raises ServiceAccountRefused,
+    a domain error, inside the caller's transaction)."""
+    if raw:
+        return
+    from guardian.models import GroupObjectPermission, UserObjectPermission
+
+    if sender is User:
+        service_accounts.check_user_save(instance)
+    elif sender is UserObjectPermission:
+        service_accounts.check_user_object_grant(instance)
+    elif sender is GroupObjectPermission:
+        service_accounts.check_group_object_grant(instance)
+
+
+def _service_account_rules_on_m2m(sender, instance, action, reverse, model, pk_set, **kwargs) -> None:
+    """Refuse adding a service account to a group that holds approve_tool, or approve_tool to a
+    service account or a group with one, from either side of the relation."""
+    if action != "pre_add" or not pk_set:
+        return
+    owners, related = (set(pk_set), {instance.pk}) if reverse else ({instance.pk}, set(pk_set))
+    if sender is User.groups.through:
+        service_accounts.check_memberships(user_ids=owners, group_ids=related)
+    elif sender is User.user_permissions.through:
+        service_accounts.check_user_permissions(user_ids=owners, permission_ids=related)
+    elif sender is Group.permissions.through:
+        service_accounts.check_group_permissions(group_ids=owners, permission_ids=related)
+
+
+def _connect_service_account_rules() -> None:
+    from guardian.models import GroupObjectPermission, UserObjectPermission
+
+    for model in (User, UserObjectPermission, GroupObjectPermission):
+        pre_save.connect(_service_account_rules_on_save, sender=model,
+                         dispatch_uid=f"controlplane-service-accounts-{model._meta.label_lower}")
+    for through in (User.groups.through, User.user_permissions.through, Group.permissions.through):
+        m2m_changed.connect(_service_account_rules_on_m2m, sender=through,
+                            dispatch_uid=f"controlplane-service-accounts-{through._meta.label_lower}")
+
+
 def connect() -> None:
     """Connect the receivers for every watched model and relation (AppConfig.ready)."""
     from django.db.models.signals import pre_delete
 
+    _connect_service_account_rules()
     WATCHED.update(_watched())
     RELATIONS.update(_relations())
     for model in WATCHED:

@@ -11,3 +11,7 @@ class RuntimeConfig(AppConfig):
         from agentplatform.runtime import receivers
 
         confirmation_settled.connect(receivers.enqueue_resume_on_commit, dispatch_uid="runtime.resume_on_settle")
+
+        from agentplatform.tenancy.signals import user_tenant_changed
+
+        user_tenant_changed.connect(receivers.end_old_tenant_work, dispatch_uid="runtime.end_old_tenant_work")

@@ -59,3 +59,11 @@ def _enqueue(run_id) -> None:
         logger.exception("resume of run %s was not enqueued now; the recovery sweep will resume it", run_id)
     finally:
         correlation.set_run_id(own)
+
+
+def end_old_tenant_work(sender, *, user, old_tenant_id, actor_id=None, **kwargs) -> None:
+    """On `user_tenant_changed` (inside the move's transaction): cancel the moved user's running
+    runs and open confirmation requests of the old tenant, audited (docs/roles.md)."""
+    from agentplatform.runtime.services import runs_cancel_for_moved_user
+
+    runs_cancel_for_moved_user(user_id=user.pk, tenant_id=old_tenant_id, actor_id=actor_id)

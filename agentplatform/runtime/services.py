@@ -187,6 +187,38 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
     return run
 
 
+def runs_cancel_for_moved_user(*, user_id: int, tenant_id: int, actor_id: int | None) -> list[uuid.UUID]:
+    """Cancel every unfinished run (RUNNING or AWAITING_CONFIRMATION) of `user_id` in `tenant_id`
+    and every open confirmation request they made there, inside the caller's transaction (the
+    move of the user to another tenant: docs/roles.md). Each run is audited (CANCELLED,
+    RUN_CANCELLED); its DONE event is emitted after the commit. Returns the run ids cancelled."""
+    assert transaction.get_connection().in_atomic_block, "called inside the transaction of the move"
+    why = "cancelled: the requester was moved to another tenant"
+    cancelled = []
+    for run in Run.objects.filter(user_id=user_id, tenant_id=tenant_id,
+                                  status__in=(Run.Status.RUNNING, Run.Status.AWAITING_CONFIRMATION)).order_by("pk"):
+        changed = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.AWAITING_CONFIRMATION)) \
+            .update(status=Run.Status.CANCELLED, lease_expires_at=None, error_code="RUN_CANCELLED",
+                    error_message=why, updated_at=clock.now())
+        if changed != 1:
+            continue
+        approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor_id, reason=why)
+        audit.record(tenant_id=run.tenant_id, actor_id=actor_id, decision="CANCELLED", status="RUN_CANCELLED",
+                     request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
+        cancelled.append(run.pk)
+    approvals.confirmations_cancel_for_requester(user_id=user_id, tenant_id=tenant_id, actor_id=actor_id, reason=why)
+
+    def tell_streams() -> None:
+        for run in Run.objects.filter(pk__in=cancelled):
+            recorder = EventRecorder(run)
+            recorder.emit(RunEvent.Type.ERROR, {"code": "RUN_CANCELLED", "message": why})
+            recorder.emit(RunEvent.Type.DONE, {"status": run.status})
+
+    if cancelled:
+        transaction.on_commit(tell_streams)
+    return cancelled
+
+
 def _uuid_or_none(value) -> uuid.UUID | None:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 _request: ContextVar[Any] = ContextVar("control_plane_request", default=None)
 _actor: ContextVar[Any] = ContextVar("control_plane_actor", default=None)
+_channel: ContextVar[str | None] = ContextVar("control_plane_channel", default=None)
 
 
 def current_actor() -> Any:
@@ -34,6 +35,23 @@ def acting_as(user: Any) -> Iterator[None]:
         yield
     finally:
         _actor.reset(token)
+
+
+@contextlib.contextmanager
+def acting_via(channel: str) -> Iterator[None]:
+    """Name where the control-plane changes made inside the block come from when no user can be
+    named (e.g. "shell (manage.py issue_api_token)": whoever has a shell on a server is an
+    operator); the rows say it as their actor_role."""
+    token = _channel.set(channel)
+    try:
+        yield
+    finally:
+        _channel.reset(token)
+
+
+def current_channel() -> str | None:
+    """The channel named by the innermost `acting_via` block, or None."""
+    return _channel.get()
 
 
 class ActorMiddleware:

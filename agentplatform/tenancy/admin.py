@@ -9,7 +9,8 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, Permission
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import reverse
 from django.template.response import TemplateResponse
 
 from agentplatform.errors import DomainError
@@ -123,11 +124,13 @@ class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
 
 @admin.register(User)
 class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
-    list_display = ("username", "tenant", "email", "is_staff", "is_superuser", "is_active")
-    list_filter = ("tenant", "is_staff", "is_active", "groups")
-    fieldsets = UserAdmin.fieldsets + (("Tenant", {"fields": ("tenant",)}),)
-    add_fieldsets = UserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant",)}),)
-    actions = ["issue_api_token"]
+    list_display = ("username", "tenant", "email", "is_service_account", "is_staff", "is_superuser", "is_active")
+    list_filter = ("tenant", "is_service_account", "is_staff", "is_active", "groups")
+    fieldsets = UserAdmin.fieldsets + (("Tenant", {"fields": ("tenant",)}),
+                                       ("Kind", {"fields": ("is_service_account",)}))
+    add_fieldsets = UserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant",)}),
+                                               ("Kind", {"fields": ("is_service_account",)}))
+    actions = ["issue_service_account_key"]
     tenant_admin_can = frozenset({"view", "add", "change"})
     tenant_hidden_filters = ("tenant", "groups")
 
@@ -138,6 +141,8 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None:  # an account's kind is fixed at creation (tenancy.service_accounts)
+            fields.append("is_service_account")
         if self.role(request) == TENANT_ADMINISTRATOR:
             fields += ["is_superuser", "tenant", "last_login", "date_joined"]
         return fields
@@ -170,11 +175,35 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
                 obj.is_superuser = False
         UserAdmin.save_model(self, request, obj, form, change)
 
-    @admin.action(description="Issue API token (replaces the user's current one)", permissions=["change"])
-    def issue_api_token(self, request: HttpRequest, queryset: QuerySet[User]) -> TemplateResponse | None:
-        """Rotate each selected user's DRF token and show the new keys once, on this response only
-        (not in a message, which would sit in a cookie). The old keys stop working at once.
-        Only for users the signed-in administrator may administer (tenancy.roles)."""
+    def user_change_password(self, request, id, form_url=""):
+        """A service account never has a usable password (it signs in with its API key only): its
+        password page answers with a message instead of a form whose password would be discarded."""
+        user = self.get_object(request, id)
+        if user is not None and user.is_service_account:
+            self.message_user(request, f"{user.username} is a service account: it has no password and signs in "
+                                       "with its API key only / 服务账号没有密码，只能用 API 密钥", messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:tenancy_user_change", args=[user.pk]))
+        return super().user_change_password(request, id, form_url)
+
+    def save_related(self, request, form, formsets, change) -> None:
+        """A user just moved to another tenant starts with no groups or permissions (tenancy.moves):
+        the form's groups and permissions were the old tenant's, so they are not saved back."""
+        if getattr(form.instance, "_moved_from_tenant", None) is not None:
+            self.message_user(request, f"{form.instance.username} moved to another tenant: their grants, groups, "
+                                       "permissions, staff status, API keys, sessions, open requests and runs "
+                                       "of the old tenant were ended; grant what they need in the new one.",
+                              messages.WARNING)
+            return
+        super().save_related(request, form, formsets, change)
+
+    @admin.action(description="Issue API key for service account (shown once) / 为服务账号签发 API 密钥",
+                  permissions=["change"])
+    def issue_service_account_key(self, request: HttpRequest, queryset: QuerySet[User]) -> TemplateResponse | None:
+        """Issue a new key for each selected service account (its other keys are revoked) and show
+        the keys once, on this response only (not in a message, which would sit in a cookie). A
+        person is refused: a key is shown only to the person it authenticates, who creates it
+        themselves (docs/operations.md, "API keys"). Only for accounts the signed-in administrator
+        may administer (tenancy.roles); audited."""
         # The API app sits on top of every app; import its service when the action runs, so
         # tenancy (at the bottom) does not depend on it when Django loads.
         from agentplatform.api.services import api_token_issue
@@ -182,16 +211,17 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         issued, refused = [], []
         for user in queryset.order_by("username"):
             if not can_administer_user(request.user, user):
-                refused.append((user, "you may not issue a token for this user"))
+                refused.append((user, "you may not issue a key for this user"))
                 continue
             try:
-                issued.append((user, api_token_issue(user=user, rotate=True)))
+                issued.append((user, api_token_issue(user=user, rotate=True, name="issued in the admin",
+                                                     actor=request.user)))
             except DomainError as error:
                 refused.append((user, error.message))
         for user, reason in refused:
             self.message_user(request, f"{user.username}: {reason}", messages.ERROR)
         if not issued:
             return None
-        context = {**self.admin_site.each_context(request), "title": "API tokens issued", "issued": issued,
+        context = {**self.admin_site.each_context(request), "title": "API keys issued", "issued": issued,
                    "opts": self.model._meta}
         return TemplateResponse(request, "admin/tenancy/user/issued_tokens.html", context)

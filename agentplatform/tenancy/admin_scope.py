@@ -14,7 +14,9 @@ from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Q, QuerySet
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponseRedirect
+
+from agentplatform.errors import DomainError
 
 from agentplatform.tenancy.models import Tenant, User
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
@@ -132,7 +134,17 @@ class TenantScopedMixin:
 
 
 class TenantScopedAdminMixin(TenantScopedMixin):
-    """TenantScopedMixin plus what only a ModelAdmin has (list filters, saving the tenant)."""
+    """TenantScopedMixin plus what only a ModelAdmin has (list filters, saving the tenant, domain
+    errors of a save shown as messages)."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """A refusal raised while saving (a domain error of the control-plane rules, e.g. a
+        service account put into an approvers' group) rolls the save back with the admin's own
+        transaction and is shown as an error message on the form page, not as a server error."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except DomainError as error:
+            return refused_response(self, request, error)
 
     def get_list_filter(self, request: HttpRequest):
         filters = super().get_list_filter(request)
@@ -145,6 +157,15 @@ class TenantScopedAdminMixin(TenantScopedMixin):
         if self.role(request) == TENANT_ADMINISTRATOR and self.tenant_path == "tenant_id":
             obj.tenant_id = request.user.tenant_id
         super().save_model(request, obj, form, change)
+
+
+def refused_response(model_admin: Any, request: HttpRequest, error: DomainError) -> HttpResponseRedirect:
+    """Show a domain error raised by an admin write as an error message and send the browser back
+    to the page it posted from (the write was rolled back). Returns the redirect."""
+    from django.contrib import messages
+
+    model_admin.message_user(request, f"{error.message} [{error.code}]", messages.ERROR)
+    return HttpResponseRedirect(request.get_full_path())
 
 
 def guard_m2m_changes(form_class: type, *, allowed: dict[str, set[int]], current: dict[str, set[int]],

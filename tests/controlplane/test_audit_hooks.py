@@ -127,19 +127,20 @@ def test_a_password_change_is_recorded_without_the_hash(mark, nobody):
     assert nobody.password not in json.dumps(row.masked_arguments) + row.message
 
 
-def test_api_token_issue_and_revocation_are_audited_without_the_key(client, mark, acme_admin, requester):
+def test_api_token_issue_and_revocation_are_audited_without_the_key(client, mark, acme_admin, people):
+    integration = people["acme"]["integration"]  # a service account: the only key an administrator receives
     client.force_login(acme_admin)
-    response = client.post(admin_url(User, "changelist"), {"action": "issue_api_token",
-                                                           "_selected_action": [requester.pk]})
+    response = client.post(admin_url(User, "changelist"), {"action": "issue_service_account_key",
+                                                           "_selected_action": [integration.pk]})
     assert response.status_code == 200
     key = re.search(r'data-testid="api-token">([^<]+)<', response.content.decode()).group(1)
-    [stored] = ApiKey.objects.filter(user=requester)
+    [stored] = ApiKey.objects.filter(user=integration)
     assert client.post(admin_url(ApiKey, "delete", stored.pk), {"post": "yes"}).status_code == 302
     created, deleted = mark()
     assert (created.status, deleted.status) == ("CREATED", "DELETED")
-    assert _details(created)["object"] == {"type": "api_token", "id": "token of acme-requester (default)"}
+    assert _details(created)["object"] == {"type": "api_token", "id": "token of acme-integration (issued in the admin)"}
     for row in (created, deleted):
-        assert row.actor_id == acme_admin.pk and row.tenant_id == requester.tenant_id
+        assert row.actor_id == acme_admin.pk and row.tenant_id == integration.tenant_id
         assert key not in json.dumps(row.masked_arguments) + row.message
 
 

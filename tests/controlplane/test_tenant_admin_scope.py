@@ -175,7 +175,7 @@ def test_tenant_admin_cannot_issue_or_revoke_tokens_of_another_tenant(client, ac
     client.force_login(acme_admin)
     theirs, _ = api_key_issue(user=outsider, name="globex key")
     response = client.post(admin_url(User, "changelist"),
-                           {"action": "issue_api_token", "_selected_action": [outsider.pk]})
+                           {"action": "issue_service_account_key", "_selected_action": [outsider.pk]})
     assert response.status_code == 302  # nothing selected in their scope
     assert list(ApiKey.objects.filter(user=outsider)) == [theirs]
     assert client.post(admin_url(ApiKey, "delete", theirs.pk), {"post": "yes"}).status_code == 404

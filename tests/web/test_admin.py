@@ -153,14 +153,16 @@ def test_guardian_screens_grant_use_tool_to_a_user_and_show_group_grants(client,
     assert not fresh.has_perm("tools.approve_tool", tool)
 
 
-def test_issue_api_token_action_rotates_and_shows_the_key(client, acme_admin, requester):
+def test_issue_key_action_rotates_and_shows_a_service_account_key(client, acme_admin, people):
+    integration = people["acme"]["integration"]
     client.force_login(acme_admin)
-    old = api_token_issue(user=requester)
+    old = api_token_issue(user=integration)
 
-    response = client.post(_url(User, "changelist"), {"action": "issue_api_token", "_selected_action": [requester.pk]})
+    response = client.post(_url(User, "changelist"), {"action": "issue_service_account_key",
+                                                      "_selected_action": [integration.pk]})
 
     assert response.status_code == 200
-    [stored] = ApiKey.objects.filter(user=requester)
+    [stored] = ApiKey.objects.filter(user=integration)
     import re
     new = re.search(r'data-testid="api-token">([^<]+)<', response.content.decode()).group(1)
     assert new.startswith(stored.token_key)
@@ -169,3 +171,17 @@ def test_issue_api_token_action_rotates_and_shows_the_key(client, acme_admin, re
     api = client.__class__()
     assert api.get("/api/v1/tools/", HTTP_AUTHORIZATION=f"Token {new}").status_code == 200
     assert api.get("/api/v1/tools/", HTTP_AUTHORIZATION=f"Token {old}").status_code == 401
+
+
+def test_issue_key_action_refuses_a_person(client, acme_admin, requester):
+    client.force_login(acme_admin)
+    before = api_token_issue(user=requester)
+
+    response = client.post(_url(User, "changelist"), {"action": "issue_service_account_key",
+                                                      "_selected_action": [requester.pk]}, follow=True)
+
+    assert response.status_code == 200 and 'data-testid="api-token"' not in response.content.decode()
+    assert "KEY_FOR_ANOTHER_PERSON" not in response.content.decode()  # the message is for people
+    assert "shown only to the person it authenticates" in response.content.decode()
+    [kept] = ApiKey.objects.filter(user=requester)  # nothing issued, nothing rotated
+    assert before.startswith(kept.token_key)

@@ -1,4 +1,9 @@
-"""API keys: GET/POST /api/v1/api-keys/ and DELETE /api/v1/api-keys/{id}/ (issue 9, item 7)."""
+"""API keys: GET/POST /api/v1/api-keys/ and DELETE /api/v1/api-keys/{id}/ (docs/operations.md, "API keys").
+
+A key is shown once, to the user it authenticates: `user` naming another person is refused with
+403 KEY_FOR_ANOTHER_PERSON and nothing is created; only a service account's key may be received
+by a tenant administrator of its tenant or a platform operator.
+"""
 from __future__ import annotations
 
 import uuid
@@ -17,6 +22,7 @@ from agentplatform.api.selectors import api_keys_for
 from agentplatform.api.services import api_key_issue, api_key_revoke
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import InvalidInput, NotFound
+from agentplatform.tenancy.roles import is_platform_operator
 
 
 @extend_schema_serializer(component_name="ApiKey")
@@ -50,7 +56,9 @@ class ApiKeyListCreateApi(ApiView):
                                              help_text="Default API_KEY_TTL_DAYS; 0 = never, if allowed; at most "
                                                        "API_KEY_MAX_TTL_DAYS.")
         user = StrictCharField(required=False, max_length=150,
-                               help_text="Tenant administrators: a member of their tenant (default: me).")
+                               help_text="Default: me. Another name only for a service account, by a tenant "
+                                         "administrator of its tenant or a platform operator; another person: "
+                                         "403 KEY_FOR_ANOTHER_PERSON.")
 
     @extend_schema(operation_id="api_keys_list", tags=["api-keys"], summary="API keys I may see",
                    parameters=[OpenApiParameter("scope", str, enum=["mine", "tenant"], required=False)],
@@ -63,6 +71,10 @@ class ApiKeyListCreateApi(ApiView):
         return paginated_response(self, api_keys_for(user=request.user, whole_tenant=whole_tenant), ApiKeySerializer)
 
     @extend_schema(operation_id="api_keys_create", tags=["api-keys"], summary="Issue an API key (shown once)",
+                   description="The key authenticates `user` (default: me) and is shown once, to the caller. "
+                               "Only a service account's key may be issued by someone else (a tenant "
+                               "administrator of its tenant, a platform operator); for another person the "
+                               "answer is 403 KEY_FOR_ANOTHER_PERSON and nothing is created.",
                    request=InputSerializer, responses={201: ApiKeyIssuedSerializer, **errors(*BODY, *COMMON, 404)})
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -70,8 +82,12 @@ class ApiKeyListCreateApi(ApiView):
         data = serializer.validated_data
         owner = request.user
         if data.get("user") and data["user"] != request.user.username:
-            owner = get_user_model().objects.filter(username=data["user"], tenant_id=request.user.tenant_id).first()
-            if owner is None or request.user.tenant_id is None:
+            candidates = get_user_model().objects.filter(username=data["user"])
+            if not is_platform_operator(request.user):
+                candidates = candidates.filter(tenant_id=request.user.tenant_id) \
+                    if request.user.tenant_id is not None else candidates.none()
+            owner = candidates.first()
+            if owner is None:
                 raise NotFound("unknown user")
         key, raw = api_key_issue(user=owner, name=data["name"], expires_in_days=data.get("expires_in_days"),
                                  actor=request.user)

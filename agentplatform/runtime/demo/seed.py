@@ -4,7 +4,8 @@ Idempotent: running it twice leaves one copy. Personas (per tenant): `<t>-reques
 order permissions, use_tool on all four tools), `<t>-nobody` (no permissions), `<t>-approver1` and
 `<t>-approver2` (approve_tool on cancel_order and refund_order, via the approvers group, a group of
 that tenant), `<t>-admin` (tenant administrator: staff, not superuser, holding the catalog permissions
-they may delegate). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
+they may delegate), `<t>-integration` (a service account: no password sign-in, use_tool on the
+read-only tools only, never an approver; docs/roles.md "Service accounts"). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
 docs/roles.md. Password of every demo user: DEMO_PASSWORD. Every demo user has the address
 `<username>@example.com` (a reserved domain: no mail reaches anyone).
 
@@ -24,6 +25,7 @@ from guardian.shortcuts import assign_perm, get_perms, remove_perm
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.services import tenant_group_create
 from tools.catalog.models import Order, StockLevel
+from tools.registry import registry
 from tools.models import TenantToolPolicy, Tool
 from tools.services import tools_sync_registry
 
@@ -32,6 +34,7 @@ PLATFORM_OPERATOR = "platform-operator"
 EMAIL_DOMAIN = "example.com"
 CATALOG_PERMISSIONS = ["view_stocklevel", "view_order", "cancel_order", "refund_order"]
 APPROVED_TOOLS = ("cancel_order", "refund_order")
+SERVICE_ACCOUNT_PERMISSIONS = ["view_stocklevel", "view_order"]  # what the read-only tools need
 TENANTS = {"acme": "ACME Retail / 艾克米零售", "globex": "Globex Trading / 环球贸易"}
 ORDERS = [  # suffix, status, amount, name, phone, address
     ("0001", Order.Status.PAID, "199.00", "Li Lei", "13812345678", "Hangzhou Xihu District, Wensan Road 90"),
@@ -172,8 +175,9 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
         if new_admin or reset:  # what this tenant administrator may delegate, and the audit trail's API and export
             admin_user.user_permissions.add(
                 *catalog, Permission.objects.get(content_type__app_label="audit", codename="export_auditevent"))
+        integration = _service_account(tenant, tools, catalog, reset=reset)
         people[slug] = {"requester": requester, "nobody": nobody, "approver1": approver1, "approver2": approver2,
-                        "admin": admin_user}
+                        "admin": admin_user, "integration": integration}
         for sku, warehouse, available, locked in STOCK:
             StockLevel.objects.get_or_create(
                 tenant=tenant, sku=sku, warehouse_code=warehouse,
@@ -187,6 +191,28 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
                           "items": ORDER_ITEMS.get(suffix, [])})
     platform_operator()  # after the tenants: its creation is recorded in every tenant's trail
     return people
+
+
+def _service_account(tenant: Tenant, tools: dict[str, Tool], catalog: list[Permission], *, reset: bool) -> User:
+    """`<tenant>-integration`, a service account (unusable password) with use_tool on the read-only
+    tools and the catalog permissions they need; created if missing, its grants put back with `reset`."""
+    username = f"{tenant.slug}-integration"
+    user = User.objects.filter(username=username).first()
+    created = user is None
+    if created:
+        user = User(username=username, tenant=tenant, email=f"{username}@{EMAIL_DOMAIN}", is_service_account=True)
+        user.set_unusable_password()
+        user.save()
+    elif reset and not user.is_active:
+        user.is_active = True
+        user.save()
+    if created or reset:
+        user.user_permissions.add(*[p for p in catalog if p.codename in SERVICE_ACCOUNT_PERMISSIONS])
+        for tool in tools.values():
+            spec = registry.get(tool.name)
+            if spec is not None and spec.read_only:
+                assign_perm("tools.use_tool", user, tool)
+    return user
 
 
 def _strip(user: User, tools) -> None:

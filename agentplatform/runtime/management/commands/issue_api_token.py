@@ -1,9 +1,12 @@
 """`python manage.py issue_api_token --user NAME [--rotate] [--name NAME] [--expires-days N]`: issue
 an API key and print it (once: only its digest is stored, django-rest-knox).
 
-Programs send it as `Authorization: Token <key>`. Only the key is printed (so
-`TOKEN=$(python manage.py issue_api_token --user acme-requester)` works); never log it. Each run
-issues a new key; --rotate revokes the user's other keys first.
+For a platform operator at a server's shell (whoever has that shell is one): the key goes to this
+command's standard output only, never to a log line or an audit row; the issue (and each key
+revoked by --rotate) is audited as CONTROL_CHANGE of kind api_token with actor_role "shell
+(manage.py issue_api_token)" (docs/operations.md, "API keys"). Programs send the key as
+`Authorization: Token <key>`; `TOKEN=$(python manage.py issue_api_token --user acme-requester)`
+works. Each run issues a new key; --rotate revokes the user's other keys first.
 """
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_key_issue, api_key_revoke
+from agentplatform.api.services import api_token_issue
 from agentplatform.errors import DomainError
+from agentplatform.tenancy.actor import acting_via
+
+SHELL = "shell (manage.py issue_api_token)"
 
 
 class Command(BaseCommand):
@@ -32,10 +37,9 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user named {options['user']!r}")
         try:
-            if options["rotate"]:
-                for public_id in ApiKey.objects.filter(user=user).values_list("public_id", flat=True):
-                    api_key_revoke(public_id=public_id, actor=user)  # audited, one by one
-            key = api_key_issue(user=user, name=options["name"], expires_in_days=options["expires_days"])[1]
+            with acting_via(SHELL):
+                key = api_token_issue(user=user, rotate=options["rotate"], name=options["name"],
+                                      expires_in_days=options["expires_days"])
         except DomainError as error:
             raise CommandError(error.message) from error
         self.stdout.write(key)
