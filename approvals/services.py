@@ -19,8 +19,10 @@ from agentplatform import clock, correlation
 from agentplatform.db import insert_instance, select_rows, update_row, update_rows
 from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
+from approvals import independence
 from approvals.errors import (
     ApprovalForbidden,
+    ApproverNotIndependent,
     ArgumentsChanged,
     ConfirmationRegated,
     ConsumeRefused,
@@ -276,6 +278,15 @@ def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
     return _guarded(_confirm_by_token, actor=user, token=token, cancel=True)
 
 
+def require_independent(*, actor, request: ConfirmationRequest) -> None:
+    """Refuse a decision of `actor` on `request` that would not count toward its quorum (DESIGN
+    section 8: a decision counts only from an approver independent of the request;
+    approvals.independence). Raises ApproverNotIndependent saying why."""
+    standing = independence.assess(user=actor, request=request)
+    if not standing.eligible:
+        raise ApproverNotIndependent(f"your decision would not count toward this request: {standing.reason}")
+
+
 @transaction.atomic(durable=True)
 def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, arguments_hash: str = "") -> ConfirmationRequest:
     comment = mask_text(comment)  # stored, shown to the requester and the model, audited
@@ -295,6 +306,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         raise ApprovalForbidden("a requester never approves their own call")
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
+    require_independent(actor=actor, request=request)
     now = clock.now()
     correlation.set_run_id(request.run_id)
     # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3). Checked
@@ -372,14 +384,16 @@ def quorum_reached(approvals: list[Approval], *, quorum: int, revision: int) -> 
 
 def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
     """The APPROVE and EDIT decisions on the current revision of `request` whose approvers still
-    stand now: active, of the request's tenant, not its requester, and holding `tools.approve_tool`
-    on its tool (DESIGN section 8: each counted approver's standing is evaluated again at consume
-    time). Approvers are distinct by the `one_decision_per_approver_and_revision` constraint."""
+    stand now: active, of the request's tenant, not its requester, holding `tools.approve_tool`
+    on its tool, and independent of the request (approvals.independence: standing neither from the
+    requester nor begun after the request was created) (DESIGN section 8: each counted approver's
+    standing is evaluated again at consume time). `request` needs `created_at`. Approvers are distinct by the `one_decision_per_approver_and_revision` constraint."""
     approvals = Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision) \
         .select_related("approver")
     return [a for a in approvals
             if a.approver.is_active and a.approver.tenant_id == request.tenant_id
-            and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)]
+            and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)
+            and independence.assess(user=a.approver, request=request).eligible]
 
 
 def _required(stored: ConfirmationRequest, *, policy: str, quorum: int) -> tuple[str, int]:
@@ -426,7 +440,7 @@ def confirmation_consume(
         ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now},
         where={"status": Status.CONFIRMED, "tenant_id": tenant_id, "user_id": user_id,
                "conversation_id": conversation_id, "tool_name": tool_name, "arguments_hash": arguments_hash},
-        returning=("policy", "quorum", "tool", "revision"))
+        returning=("policy", "quorum", "tool", "revision", "created_at"))
     if consumed is None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
         if request is not None and (request.status == Status.EXPIRED
@@ -437,7 +451,7 @@ def confirmation_consume(
         raise ConsumeRefused(f"the policy of {tool_name} now denies every call", code="POLICY_DENIED")
     stored = ConfirmationRequest(pk=request_id, tenant_id=tenant_id, user_id=user_id, policy=consumed["policy"],
                                  quorum=consumed["quorum"], tool_id=consumed["tool_id"],  # tool: read if needed
-                                 revision=consumed["revision"])
+                                 revision=consumed["revision"], created_at=consumed["created_at"])
     needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
     if needed_policy != Policy.APPROVERS:
         return
@@ -453,7 +467,7 @@ def confirmation_consume(
                f"({counted} approval(s) count)")
     else:
         why = (f"only {counted} of the {needed_quorum} approvals still count: an approver lost the right to "
-               f"approve {tool_name} or left the tenant")
+               f"approve {tool_name}, left the tenant, or is not independent of the requester")
     raise ConfirmationRegated(Regate(policy=Policy.APPROVERS, quorum=needed_quorum, risk=risk,
                                      ttl_seconds=ttl_seconds, reason=why))
 

@@ -100,6 +100,7 @@ def test_risk_raised_to_critical_after_the_request_sends_it_back_to_approvers(re
 
 def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requester, approver1, approver2,
                                                                       django_capture_on_commit_callbacks):
+    third = _approver(requester, "acme-approver3")  # held before the request: their decision counts
     outcome, request_id = _refund(requester, amount="10")
     approvals.confirmation_approve(request_id=request_id, approver=approver1)
     Tool.objects.filter(name="refund_order").update(quorum=3)
@@ -112,7 +113,6 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
     request = ConfirmationRequest.objects.get(pk=request_id)
     assert (request.status, request.quorum) == (Status.PENDING, 3)
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
-    third = _approver(requester, "acme-approver3")
     with django_capture_on_commit_callbacks(execute=True):
         approvals.confirmation_approve(request_id=request_id, approver=third)
     assert [r.amount for r in Refund.objects.all()] == [Decimal("10.00")]
