@@ -3,7 +3,7 @@ HIGH/CRITICAL tool's policy passes here (docs/roles.md, "Trust model").
 
 Guarded changes: a `tools.approve_tool` object permission given to a user or a group (guardian's
 `assign_perm`, its admin pages, a row saved by hand), a member added to a group holding it (from
-either side of the many-to-many, or its through row saved by hand), an account holding it
+either side of the many-to-many), an account holding it
 re-activated (directly or through a group), and a Tool or TenantToolPolicy change that makes a
 HIGH/CRITICAL tool's effective policy looser (tools.policy).
 
@@ -17,8 +17,9 @@ Who may make them:
   written; the admin turns it into a proposal (agentplatform.controlplane.middleware).
 
 Tightening (revoking, removing a member, deactivating, a stricter policy) is never guarded.
-What signals do not see (QuerySet.update, bulk_create, raw SQL) is not used by our code on these
-models (agentplatform.controlplane.receivers says the same for the audit).
+What signals do not see (QuerySet.update, bulk_create, a membership's through row saved by hand,
+which Django saves without signals, raw SQL) is not used by our code on these models
+(agentplatform.controlplane.receivers says the same for the audit): it is a shell's act.
 """
 from __future__ import annotations
 
@@ -233,18 +234,6 @@ def _membership_changed(sender, instance, action, reverse, model, pk_set, **kwar
         instance._standing_pairs = None
 
 
-def _through_pre_save(sender, instance, raw=False, **kwargs) -> None:
-    if raw or not instance._state.adding:
-        return
-    gated = _membership_gated(instance.user_id, instance.group_id)
-    _gate([gated] if gated else [])
-
-
-def _through_post_save(sender, instance, created, raw=False, **kwargs) -> None:
-    if created and not raw:
-        record_standing(kind="MEMBERSHIP", user_id=instance.user_id, group_id=instance.group_id)
-
-
 # -- re-activation of an account holding approve_tool --------------------------------------------
 
 def _user_pre_save(sender, instance, raw=False, **kwargs) -> None:
@@ -362,10 +351,7 @@ def connect() -> None:
         uid = f"dualcontrol-{model._meta.label_lower}"
         pre_save.connect(_perm_pre_save, sender=model, dispatch_uid=uid + "-pre")
         post_save.connect(_perm_post_save, sender=model, dispatch_uid=uid + "-post")
-    through = User.groups.through
-    m2m_changed.connect(_membership_changed, sender=through, dispatch_uid="dualcontrol-membership")
-    pre_save.connect(_through_pre_save, sender=through, dispatch_uid="dualcontrol-through-pre")
-    post_save.connect(_through_post_save, sender=through, dispatch_uid="dualcontrol-through-post")
+    m2m_changed.connect(_membership_changed, sender=User.groups.through, dispatch_uid="dualcontrol-membership")
     pre_save.connect(_user_pre_save, sender=User, dispatch_uid="dualcontrol-user-pre")
     post_save.connect(_user_post_save, sender=User, dispatch_uid="dualcontrol-user-post")
     pre_save.connect(_tool_pre_save, sender=Tool, dispatch_uid="dualcontrol-tool-pre")
