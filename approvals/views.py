@@ -63,7 +63,8 @@ def _argument_items(arguments: Any, *, exclude: set[str] = frozenset()) -> list[
 
 def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     """Attach display fields: facts (approval_facts), fact_rows, assistant_texts, argument_items,
-    decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of)."""
+    decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of),
+    eligibility (selectors.approver_eligibility, for a PENDING request; else None)."""
     row.facts = selectors.approval_facts(row, live=row.status == ConfirmationRequest.Status.PENDING)
     row.fact_rows = fact_rows(row.facts)
     row.assistant_texts = row.facts["written_by_assistant"]
@@ -77,6 +78,9 @@ def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     # settles; a consumed one is EXECUTED only when it succeeded.
     row.outcome = selectors.outcome_of(row)
     row.display_status = row.outcome["label"]
+    # Who counts toward the quorum and why the others do not (docs/approvals.md, "Eligibility"):
+    # shown while the request can still be decided.
+    row.eligibility = selectors.approver_eligibility(row) if row.outcome["outcome"] == "PENDING" else None
     return row
 
 

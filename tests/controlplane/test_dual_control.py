@@ -66,7 +66,7 @@ def _approve_in_admin(client, user: User, changes) -> None:
     assert response.status_code == 302
 
 
-def test_sock_puppets_fail_at_dual_control_and_then_at_independence(client, acme_admin, acme_admin2):
+def test_sock_puppets_fail_at_dual_control_and_then_at_independence(client, acme_admin, acme_admin2, approver1):
     # given: acme-admin creates two accounts of its own
     with acting_as(acme_admin):
         socks = [User.objects.create(username=f"acme-sock{i}", tenant=acme_admin.tenant) for i in (1, 2)]
@@ -109,6 +109,21 @@ def test_sock_puppets_fail_at_dual_control_and_then_at_independence(client, acme
             assert (refused["status"], refused["code"]) == (403, "APPROVER_NOT_INDEPENDENT"), refused
     assert "requester" in _approve_api(keys[0], second.pending[0].confirmation_id)["message"]
     assert not Refund.objects.exists()
+
+    # and the API and the dashboard say who counts and why the sock puppets do not
+    real = APIClient()
+    real.force_authenticate(approver1)
+    [row] = [r for r in real.get("/api/v1/approvals/").json()["results"]
+             if r["id"] == second.pending[0].confirmation_id]
+    assert row["eligible_approvers"] == ["acme-approver1", "acme-approver2"]
+    assert {(i["username"], i["code"]) for i in row["ineligible"]} == {
+        ("acme-admin", "REQUESTER"), ("acme-sock1", "GRANTED_BY_REQUESTER"), ("acme-sock2", "GRANTED_BY_REQUESTER")}
+    client.force_login(socks[0])
+    page = client.get("/approvals/").content.decode()
+    assert second.pending[0].confirmation_id not in page and first.pending[0].confirmation_id not in page
+    client.force_login(approver1)
+    page = client.get("/approvals/").content.decode()
+    assert 'data-code="GRANTED_BY_REQUESTER"' in page and "acme-sock1" in page
 
 
 def test_every_path_of_an_administrator_is_guarded(acme_admin, nobody, approver1):
