@@ -35,6 +35,7 @@ REFUSALS = {
     "ALREADY_DECIDED_BY_ME": ("You already decided this request; that decision stands and was not recorded twice. "
                               "/ 您已处理过该请求，之前的决定仍然有效，未重复记录。"),
     "APPROVAL_FORBIDDEN": "You may not decide this request: {message} / 您无权处理该请求。",
+    "APPROVER_NOT_INDEPENDENT": "{message} / 您的决定不计入该请求。",
     "INVALID_ARGUMENTS": "{message}",
     "ARGUMENTS_CHANGED": ("Another approver changed the arguments after you opened this request; nothing was "
                           "saved. Read the request again before you decide. / 您打开此请求后，其他审批人修改了参数，"
