@@ -272,3 +272,28 @@ def test_two_administrators_approving_at_once_apply_it_once(transactional_db, pe
     from guardian.models import UserObjectPermission
 
     assert UserObjectPermission.objects.filter(user=nobody, permission__codename="approve_tool").count() == 1
+
+
+def test_admin_forms_turn_a_reactivation_and_a_group_grant_into_proposals(client, acme_admin, acme_admin2, approver1):
+    from tests.controlplane.test_tenant_admin_scope import _user_form
+
+    User.objects.filter(pk=approver1.pk).update(is_active=False)  # deactivated earlier (tightening)
+    approver1 = User.objects.get(pk=approver1.pk)
+    client.force_login(acme_admin)
+    response = client.post(admin_url(User, "change", approver1.pk), _user_form(approver1, is_active="on"))
+    assert response.status_code == 302 and response.url == admin_url(PendingControlChange, "changelist")
+    assert not User.objects.get(pk=approver1.pk).is_active
+    reactivation = PendingControlChange.objects.get(kind="REACTIVATION", status=Status.PENDING)
+
+    approvers = Group.objects.get(name="acme-approvers")
+    inventory = Tool.objects.get(name="query_inventory")
+    page = reverse("admin:tools_tool_permissions_manage_group", args=[inventory.pk, approvers.pk])
+    assert client.post(page, {"permissions": ["approve_tool"]}).status_code == 302
+    grant = PendingControlChange.objects.get(kind="GROUP_GRANT", status=Status.PENDING)
+    assert grant.new_state["members"] == ["acme-approver1", "acme-approver2"]  # who it empowers, shown
+
+    _approve_in_admin(client, acme_admin2, [reactivation, grant])
+    assert User.objects.get(pk=approver1.pk).is_active
+    assert User.objects.get(pk=approver1.pk).has_perm("tools.approve_tool", inventory)
+    source = StandingSource.objects.get(kind="ACTIVATION", user=approver1)
+    assert (source.proposer_id, source.approver_id) == (acme_admin.pk, acme_admin2.pk)
