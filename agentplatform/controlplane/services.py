@@ -269,10 +269,8 @@ def _end(*, change_id, decider: User | None, status: str, reason: str) -> Pendin
 def _audit_refusal(change_id, actor: User, error: DomainError) -> None:
     """A refused decision leaves a row after its rollback (STYLE rule 3), in the tenant concerned."""
     change = PendingControlChange.objects.filter(pk=change_id).select_related("proposed_by").first()
-    if change is None or change.tenant_id is None and actor.tenant_id is not None:
-        return
-    if admin_role(actor) == TENANT_ADMINISTRATOR and change.tenant_id != actor.tenant_id:
-        return  # another tenant's change: nothing of it is written to the actor's tenant
+    if change is None or (actor.tenant_id is not None and change.tenant_id != actor.tenant_id):
+        return  # another tenant's (or a platform-wide) change: nothing of it crosses into a trail
     from agentplatform.controlplane.receivers import control_change
 
     with acting_as(actor):
@@ -304,15 +302,21 @@ def control_change_approve(*, change_id: uuid.UUID | str, approver: User, commen
 
 def control_change_reject(*, change_id: uuid.UUID | str, decider: User, reason: str = "") -> PendingControlChange:
     """Reject a pending change (its proposer may withdraw it too); nothing is applied; audited
-    REJECTED. Raises ControlChangeNotFound, ControlChangeAlreadyDecided."""
-    change = PendingControlChange.objects.filter(pk=change_id).first()
-    if change is None:
-        raise ControlChangeNotFound("unknown control change")
-    _check_decider(change, decider, approving=False)
-    ended = _end(change_id=change_id, decider=decider, status=Status.REJECTED, reason=reason or "rejected")
-    if ended is None:
-        raise ControlChangeAlreadyDecided(f"this change is already {PendingControlChange.objects.get(pk=change_id).status}")
-    return ended
+    REJECTED. Raises ControlChangeNotFound (unknown, another tenant's, not an administrator),
+    ControlChangeAlreadyDecided; a refusal is audited (DENIED)."""
+    try:
+        change = PendingControlChange.objects.filter(pk=change_id).first()
+        if change is None:
+            raise ControlChangeNotFound("unknown control change")
+        _check_decider(change, decider, approving=False)
+        ended = _end(change_id=change_id, decider=decider, status=Status.REJECTED, reason=reason or "rejected")
+        if ended is None:
+            raise ControlChangeAlreadyDecided(
+                f"this change is already {PendingControlChange.objects.get(pk=change_id).status}")
+        return ended
+    except DomainError as error:
+        _audit_refusal(change_id, decider, error)
+        raise
 
 
 def control_changes_expire_inline(*, target_key: str | None = None) -> int:
