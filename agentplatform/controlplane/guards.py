@@ -3,9 +3,9 @@ HIGH/CRITICAL tool's policy passes here (docs/roles.md, "Trust model").
 
 Guarded changes: a `tools.approve_tool` object permission given to a user or a group (guardian's
 `assign_perm`, its admin pages, a row saved by hand), a member added to a group holding it (from
-either side of the many-to-many), an account holding it
-re-activated (directly or through a group), and a Tool or TenantToolPolicy change that makes a
-HIGH/CRITICAL tool's effective policy looser (tools.policy).
+either side of the many-to-many), an account holding it re-activated (directly or through a
+group), and a Tool or TenantToolPolicy change that makes a HIGH/CRITICAL tool's effective policy
+looser (tools.policy).
 
 Who may make them:
 - code applying an approved control change (`applying(change)`, set only by
