@@ -99,6 +99,8 @@ MIDDLEWARE = [
     # Expire requests past their deadline before anything is read (docs/decisions.md, item 9).
     "agentplatform.runtime.settle.SettleOnReadMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An administrator's guarded change in the admin becomes a pending control change (docs/roles.md).
+    "agentplatform.controlplane.middleware.ControlChangeMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks
@@ -377,7 +379,10 @@ CELERY_BEAT_SCHEDULE = {
     "prune-idempotency-records": {"task": "tools.prune_idempotency_records", "schedule": 3600.0},
     "refresh-mcp-tool-lists": {"task": "mcp_sources.refresh_tool_lists", "schedule": 60.0},
     "prune-http-idempotency-keys": {"task": "api.prune_http_idempotency_keys", "schedule": 3600.0},
+    "expire-control-changes": {"task": "controlplane.expire_control_changes", "schedule": 300.0},
 }
+# How long a pending control change waits for its second person (docs/roles.md, "Trust model").
+CONTROL_CHANGE_TTL_HOURS = env_int("CONTROL_CHANGE_TTL_HOURS", 72)
 
 # --- Model access -------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "https://api.openai.com/v1")

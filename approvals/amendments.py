@@ -38,7 +38,8 @@ from approvals.errors import (
     ReasonRequired,
 )
 from approvals.models import Approval, ConfirmationRequest
-from approvals.services import _audit_request, _guarded, _require_open, _settle, refuse_service_account
+from approvals.services import (_audit_request, _guarded, _require_open, _settle, refuse_service_account,
+                                 require_independent)
 
 Status = ConfirmationRequest.Status
 
@@ -102,6 +103,7 @@ def _lock_for_approver(*, actor, request_id: uuid.UUID) -> ConfirmationRequest:
     refuse_service_account(actor)
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
+    require_independent(actor=actor, request=request)
     correlation.set_run_id(request.run_id)
     _require_open(request, now=clock.now())
     return request

@@ -29,6 +29,14 @@ class ApprovalForbidden(PermissionDenied):
     code = "APPROVAL_FORBIDDEN"
 
 
+class ApproverNotIndependent(PermissionDenied):
+    """The approver holds approve_tool but their decision would not count toward this request's
+    quorum: their standing came from the requester, began after the request was created, or they
+    are a service account (approvals.independence; docs/approvals.md, "Eligibility")."""
+
+    code = "APPROVER_NOT_INDEPENDENT"
+
+
 class ReasonRequired(DomainError):
     """A rejection needs a non-blank reason."""
 

@@ -70,6 +70,6 @@ def regate_reason(*, cause: str, tool: str, quorum: int, counted: int, risk: str
                 f"审批通过后 {tool} 的策略变得更严格：现在需要 {quorum} 位审批人，目前 {counted} 位有效，"
                 f"您的请求正在等待其余审批人。")
     return (f"Only {counted} of the {quorum} approvals of {tool} still count: an approver lost the right to "
-            f"approve it or left the tenant. Your request is waiting for approvers.",
-            f"{tool} 需要 {quorum} 位审批，其中只有 {counted} 位仍然有效：有审批人失去了审批权限或已离开该租户，"
+            f"approve it, left the tenant, or is not independent of the request. Your request is waiting for approvers.",
+            f"{tool} 需要 {quorum} 位审批，其中只有 {counted} 位仍然有效：有审批人失去了审批权限、已离开该租户或与请求不独立，"
             f"您的请求正在等待审批。")

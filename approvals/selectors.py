@@ -12,6 +12,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from agentplatform import clock
+from approvals import independence
 from approvals.models import Approval, ConfirmationRequest
 from audit.models import AuditEvent
 
@@ -43,11 +44,19 @@ def _annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[Confirmation
     )
 
 
+def _independent(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
+    """Keep the requests `user` is an independent approver of (approvals.independence)."""
+    keep = independence.decidable_filter(user=user)
+    return qs if keep is None else qs.filter(keep)
+
+
 def requests_decidable_by(*, user) -> QuerySet[ConfirmationRequest]:
     """Approver-gated requests `user` may decide now, newest first.
 
     PENDING, not past `expires_at`, in the user's tenant, on a tool the user holds `approve_tool`
-    on, not requested by the user, and not already decided by the user. Each row carries
+    on, not requested by the user, not already decided by the user, and for which the user is an
+    independent approver (standing neither from the requester nor begun after the request was
+    created: approvals.independence). Each row carries
     `approvals_count` (int) and `decided_by_me` (always False here). A user without a tenant gets
     an empty queryset. The service re-checks every rule when the decision is made.
     """
@@ -60,7 +69,7 @@ def requests_decidable_by(*, user) -> QuerySet[ConfirmationRequest]:
         expires_at__gt=clock.now(),
         tool__in=_approvable_tools(user),
     ).exclude(user_id=user.pk)
-    qs = _annotated(qs, user).filter(decided_by_me=False)
+    qs = _annotated(_independent(qs, user), user).filter(decided_by_me=False)
     return qs.order_by("-created_at")
 
 
@@ -78,24 +87,27 @@ def count_decidable_by(*, user) -> int:
     (no query)."""
     if not getattr(user, "is_authenticated", False) or user.tenant_id is None or not user.is_active:
         return 0
-    return ConfirmationRequest.objects.filter(
+    return _independent(ConfirmationRequest.objects.filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, status=Status.PENDING,
         expires_at__gt=clock.now(), tool__in=_approvable_tools(user),
-    ).exclude(user_id=user.pk).filter(
+    ).exclude(user_id=user.pk), user).filter(
         ~Exists(Approval.objects.filter(request=OuterRef("pk"), approver_id=user.pk))).count()
 
 
 def deciders_of(request: ConfirmationRequest) -> QuerySet:
     """The users who may decide `request` now: active members of its tenant holding
     `approve_tool` on its tool through a user or group grant (no global grant, no superuser
-    shortcut), not its requester, and not having decided it already. The notifications' recipients;
+    shortcut), not its requester, independent of it (approvals.independence), and not having
+    decided it already. The notifications' recipients;
     the service still re-checks every rule when one of them decides."""
     from guardian.shortcuts import get_users_with_perms
 
     users = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
                                  with_superusers=False)
-    return users.filter(tenant_id=request.tenant_id, is_active=True).exclude(pk=request.user_id).exclude(
+    users = users.filter(tenant_id=request.tenant_id, is_active=True).exclude(pk=request.user_id).exclude(
         pk__in=Approval.objects.filter(request_id=request.pk).values("approver_id")).order_by("pk")
+    eligible = [u.pk for u in users if independence.assess(user=u, request=request).eligible]
+    return users.filter(pk__in=eligible)
 
 
 def quorum_shortfall(request: ConfirmationRequest) -> int:
@@ -103,7 +115,7 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
     people who may still decide its current revision can give (0 when its quorum is reachable,
     and for any other request). Those people: active members of its tenant holding `approve_tool`
     on its tool through a user or group grant, not its requester, not having decided this revision
-    (the service's rules: approvals.services._decide)."""
+    and independent of it (the service's rules: approvals.services._decide)."""
     if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
         return 0
     from guardian.shortcuts import get_users_with_perms
@@ -115,7 +127,33 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
                                 with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True) \
         .exclude(pk=request.user_id) \
         .exclude(pk__in=Approval.objects.filter(request_id=request.pk, revision=request.revision).values("approver_id"))
-    return max(0, needed - able.count())
+    able = [u for u in able if independence.assess(user=u, request=request).eligible]
+    return max(0, needed - len(able))
+
+
+def approver_eligibility(request: ConfirmationRequest) -> dict[str, list[dict[str, str]]]:
+    """Who may count toward `request`'s quorum, and why the others do not (docs/approvals.md,
+    "Eligibility"): {"eligible": [{"username"}], "ineligible": [{"username", "code", "reason"}]}.
+
+    Candidates: the active members of the request's tenant holding `approve_tool` on its tool
+    (user or group grant, no superuser shortcut), and its requester. Codes: REQUESTER,
+    SERVICE_ACCOUNT, GRANTED_BY_REQUESTER, GRANTED_AFTER_REQUEST (approvals.independence). Only
+    usernames of the request's own tenant are named. A few queries per candidate.
+    """
+    from guardian.shortcuts import get_users_with_perms
+
+    holders = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
+                                   with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True)
+    candidates = {u.pk: u for u in holders.order_by("username")}
+    candidates.setdefault(request.user_id, request.user)
+    eligible, excluded = [], []
+    for user in sorted(candidates.values(), key=lambda u: u.username):
+        verdict = independence.assess(user=user, request=request)
+        if verdict.eligible:
+            eligible.append({"username": user.username})
+        else:
+            excluded.append({"username": user.username, "code": verdict.code, "reason": verdict.reason})
+    return {"eligible": eligible, "ineligible": excluded}
 
 
 def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:

@@ -20,8 +20,10 @@ from agentplatform.db import insert_instance, select_rows, update_row, update_ro
 from agentplatform.errors import DomainError
 from agentplatform.redaction import mask_text
 from agentplatform.tenancy.service_accounts import is_service_account
+from approvals import independence
 from approvals.errors import (
     ApprovalForbidden,
+    ApproverNotIndependent,
     ArgumentsChanged,
     ConfirmationRegated,
     ConsumeRefused,
@@ -278,6 +280,15 @@ def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
     return _guarded(_confirm_by_token, actor=user, token=token, cancel=True)
 
 
+def require_independent(*, actor, request: ConfirmationRequest) -> None:
+    """Refuse a decision of `actor` on `request` that would not count toward its quorum (DESIGN
+    section 8: a decision counts only from an approver independent of the request;
+    approvals.independence). Raises ApproverNotIndependent saying why."""
+    standing = independence.assess(user=actor, request=request)
+    if not standing.eligible:
+        raise ApproverNotIndependent(f"your decision would not count toward this request: {standing.reason}")
+
+
 @transaction.atomic(durable=True)
 def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, arguments_hash: str = "") -> ConfirmationRequest:
     comment = mask_text(comment)  # stored, shown to the requester and the model, audited
@@ -298,6 +309,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
     refuse_service_account(actor)
     if not actor.has_perm("tools.approve_tool", request.tool):
         raise ApprovalForbidden("you do not hold approve_tool on this tool")
+    require_independent(actor=actor, request=request)
     now = clock.now()
     correlation.set_run_id(request.run_id)
     # One decision per approver and revision: an edit restarts the quorum (issue 13 item 3). Checked
@@ -386,15 +398,18 @@ def quorum_reached(approvals: list[Approval], *, quorum: int, revision: int) -> 
 def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
     """The APPROVE and EDIT decisions on the current revision of `request` whose approvers still
     stand now: active, a person (never a service account), of the request's tenant, not its
-    requester, and holding `tools.approve_tool`
-    on its tool (DESIGN section 8: each counted approver's standing is evaluated again at consume
-    time). Approvers are distinct by the `one_decision_per_approver_and_revision` constraint."""
+    requester, holding `tools.approve_tool` on its tool, and independent of the request
+    (approvals.independence: standing neither from the requester nor begun after the request was
+    created). DESIGN section 8: each counted approver's standing is evaluated again at consume
+    time. `request` needs `created_at`. Approvers are distinct by the
+    `one_decision_per_approver_and_revision` constraint."""
     approvals = Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision) \
         .select_related("approver")
     return [a for a in approvals
             if a.approver.is_active and not is_service_account(a.approver)
             and a.approver.tenant_id == request.tenant_id
-            and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)]
+            and a.approver_id != request.user_id and a.approver.has_perm("tools.approve_tool", request.tool)
+            and independence.assess(user=a.approver, request=request).eligible]
 
 
 def _required(stored: ConfirmationRequest, *, policy: str, quorum: int) -> tuple[str, int]:
@@ -441,7 +456,7 @@ def confirmation_consume(
         ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now},
         where={"status": Status.CONFIRMED, "tenant_id": tenant_id, "user_id": user_id,
                "conversation_id": conversation_id, "tool_name": tool_name, "arguments_hash": arguments_hash},
-        returning=("policy", "quorum", "tool", "revision"))
+        returning=("policy", "quorum", "tool", "revision", "created_at"))
     if consumed is None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
         if request is not None and (request.status == Status.EXPIRED
@@ -452,7 +467,7 @@ def confirmation_consume(
         raise ConsumeRefused(f"the policy of {tool_name} now denies every call", code="POLICY_DENIED")
     stored = ConfirmationRequest(pk=request_id, tenant_id=tenant_id, user_id=user_id, policy=consumed["policy"],
                                  quorum=consumed["quorum"], tool_id=consumed["tool_id"],  # tool: read if needed
-                                 revision=consumed["revision"])
+                                 revision=consumed["revision"], created_at=consumed["created_at"])
     needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
     if needed_policy != Policy.APPROVERS:
         return

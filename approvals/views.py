@@ -35,6 +35,7 @@ REFUSALS = {
     "ALREADY_DECIDED_BY_ME": ("You already decided this request; that decision stands and was not recorded twice. "
                               "/ 您已处理过该请求，之前的决定仍然有效，未重复记录。"),
     "APPROVAL_FORBIDDEN": "You may not decide this request: {message} / 您无权处理该请求。",
+    "APPROVER_NOT_INDEPENDENT": "{message} / 您的决定不计入该请求。",
     "INVALID_ARGUMENTS": "{message}",
     "ARGUMENTS_CHANGED": ("Another approver changed the arguments after you opened this request; nothing was "
                           "saved. Read the request again before you decide. / 您打开此请求后，其他审批人修改了参数，"
@@ -64,7 +65,8 @@ def _argument_items(arguments: Any, *, exclude: set[str] = frozenset()) -> list[
 
 def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     """Attach display fields: facts (approval_facts), fact_rows, assistant_texts, argument_items,
-    decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of)."""
+    decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of),
+    eligibility (selectors.approver_eligibility, for a PENDING request; else None)."""
     row.facts = selectors.approval_facts(row, live=row.status == ConfirmationRequest.Status.PENDING)
     row.fact_rows = fact_rows(row.facts)
     row.assistant_texts = row.facts["written_by_assistant"]
@@ -82,6 +84,9 @@ def _present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     # settles; a consumed one is EXECUTED only when it succeeded.
     row.outcome = selectors.outcome_of(row)
     row.display_status = row.outcome["label"]
+    # Who counts toward the quorum and why the others do not (docs/approvals.md, "Eligibility"):
+    # shown while the request can still be decided.
+    row.eligibility = selectors.approver_eligibility(row) if row.outcome["outcome"] == "PENDING" else None
     return row
 
 

@@ -116,6 +116,12 @@ def acme_admin(people):
 
 
 @pytest.fixture
+def acme_admin2(people):
+    """acme's second tenant administrator: approves the first one's control changes."""
+    return people["acme"]["admin2"]
+
+
+@pytest.fixture
 def operator(people):
     """The platform operator (superuser, no tenant)."""
     from agentplatform.runtime.demo.seed import platform_operator

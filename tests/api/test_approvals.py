@@ -4,6 +4,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
+import pytest
+
 from django.contrib.auth.models import Permission
 
 from agentplatform import clock
@@ -71,9 +73,16 @@ def test_two_approvals_reach_quorum_and_the_refund_runs_once(api, approver1, app
     assert Run.objects.get(pk=refund_pending.run.pk).status == Run.Status.COMPLETED
 
 
-def test_a_second_decision_is_409(api, approver1, approver2, acme_admin, refund_pending):
+@pytest.fixture
+def admin_as_approver(acme_admin, approver1):
+    """acme_admin made a third approver before the request exists (shell: no second person needed)."""
+    acme_admin.groups.add(*approver1.groups.all())  # a tenant administrator holds no grant itself
+    return acme_admin
+
+
+def test_a_second_decision_is_409(api, approver1, approver2, admin_as_approver, refund_pending):
     request_id = refund_pending.pending[0].confirmation_id
-    acme_admin.groups.add(*approver1.groups.all())  # a third approver (a tenant administrator holds no grant itself)
+    acme_admin = admin_as_approver
     assert approve(api(approver1), request_id).status_code == 200
     assert_error(approve(api(approver1), request_id), 409, "ALREADY_DECIDED")  # same approver again
     assert reject(api(approver2), request_id, reason="no").status_code == 200

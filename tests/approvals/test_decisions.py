@@ -108,6 +108,7 @@ def test_risk_raised_to_critical_after_the_request_sends_it_back_to_approvers(re
 
 def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requester, approver1, approver2,
                                                                       django_capture_on_commit_callbacks):
+    third = _approver(requester, "acme-approver3")  # held before the request: their decision counts
     outcome, request_id = _refund(requester, amount="10")
     approvals.confirmation_approve(request_id=request_id, approver=approver1)
     Tool.objects.filter(name="refund_order").update(quorum=3)
@@ -127,7 +128,6 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
     assert "it now needs 3 approvers and 2 of them count so far" in event.payload["regated"]["message"]
     assert "现在需要 3 位审批人，目前 2 位有效" in event.payload["regated"]["message_zh"]
     assert request.decision_reason == event.payload["reason"]
-    third = _approver(requester, "acme-approver3")
     with django_capture_on_commit_callbacks(execute=True):
         approvals.confirmation_approve(request_id=request_id, approver=third)
     assert [r.amount for r in Refund.objects.all()] == [Decimal("10.00")]

@@ -46,8 +46,8 @@ def _approvers(people, n: int):
 
 
 def test_of_many_stale_edits_exactly_one_wins(transactional_db, people, requester):
+    editors = _approvers(people, 6)  # approvers before the request: only their decisions count
     request = _pending_refund(requester)
-    editors = _approvers(people, 6)
     base = request.arguments_hash
 
     results = race(len(editors), lambda i: (_client(editors[i]), f"{10 + i}"),
@@ -70,8 +70,8 @@ def test_of_many_stale_edits_exactly_one_wins(transactional_db, people, requeste
 def test_an_approval_and_an_edit_of_the_same_arguments_never_both_count(transactional_db, people, requester):
     # given: approver1 approved the full refund (1 of 2); approver2 approves and a third approver
     # edits the amount, both on the arguments they read, at the same moment
-    request = _pending_refund(requester)
     approver1, approver2, editor = _approvers(people, 3)
+    request = _pending_refund(requester)
     base = request.arguments_hash
     assert _client(approver1).post(f"/api/v1/approvals/{request.pk}/approve/", {"arguments_hash": base},
                                    format="json").status_code == 200

@@ -9,11 +9,14 @@ from django.test import override_settings
 from django.urls import reverse
 
 from agentplatform.api.services import api_key_issue
+from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.services import control_change_propose
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import TenantModelQuota
 from approvals import services as approvals
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.tasks import deliver_webhook
+from tools.models import Tool
 
 
 def admin_url(model, action: str, *args) -> str:
@@ -43,6 +46,11 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
         approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])
     api_key_issue(user=requester, name="globex evidence")
+    # a pending control change: globex's administrator proposes approve_tool for globex-nobody
+    control_change_propose(proposer=globex["admin"], gated=Gated(
+        "USER_GRANT", requester.tenant_id, {"user_id": globex["nobody"].pk,
+                                            "tool_id": Tool.objects.get(name="refund_order").pk},
+        {"approve_tool": False}, {"approve_tool": True, "tool": "refund_order"}, "grant approve_tool to globex-nobody"))
     TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=1000)
     client.force_login(requester)
     response = client.post("/api/v1/chat/", data=json.dumps({"message": "How many SKU-10001 in WH-HZ-01?"}),

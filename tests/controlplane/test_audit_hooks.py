@@ -14,6 +14,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from agentplatform.api.models import ApiKey
 from agentplatform.tenancy.actor import acting_as
+from agentplatform.tenancy.services import tenant_group_create
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from audit.models import AuditEvent
 from tests.controlplane.conftest import admin_url
@@ -103,16 +104,21 @@ def test_a_shell_grant_without_a_request_is_audited_without_an_actor(mark, peopl
     assert deleted.status == "DELETED"
 
 
-def test_membership_and_role_changes_are_audited(mark, acme_admin, nobody):
-    approvers = Group.objects.get(name="acme-approvers")
+@pytest.fixture
+def readers(people):
+    """A group of acme that holds no approve_tool: joining it takes effect at once."""
+    return tenant_group_create(name="acme-readers", tenant_id=people["acme"]["admin"].tenant_id)
+
+
+def test_membership_and_role_changes_are_audited(readers, mark, acme_admin, nobody):
     with acting_as(acme_admin):
-        nobody.groups.add(approvers)
-        approvers.user_set.remove(nobody)          # the reverse side too
+        nobody.groups.add(readers)
+        readers.user_set.remove(nobody)          # the reverse side too
         nobody.is_staff = True
         nobody.save()
     added, removed, role = mark()
-    assert (_details(added)["old"], _details(added)["new"]) == ({"groups": []}, {"groups": ["acme-approvers"]})
-    assert (_details(removed)["old"], _details(removed)["new"]) == ({"groups": ["acme-approvers"]}, {"groups": []})
+    assert (_details(added)["old"], _details(added)["new"]) == ({"groups": []}, {"groups": ["acme-readers"]})
+    assert (_details(removed)["old"], _details(removed)["new"]) == ({"groups": ["acme-readers"]}, {"groups": []})
     assert _details(added)["object"]["type"] == "membership"
     assert _details(role)["old"] == {"is_staff": False, "role": "member"}
     assert _details(role)["new"] == {"is_staff": True, "role": "tenant_administrator"}

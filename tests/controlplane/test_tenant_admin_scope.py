@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from agentplatform.api.models import ApiKey
 from agentplatform.api.services import api_key_issue
+from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.tenancy.admin_scope import TenantScopedMixin
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from tests.controlplane.conftest import admin_url
@@ -54,7 +55,7 @@ def test_tenant_admin_gets_404_on_every_page_of_the_other_tenants_objects(client
         assert client.get(f"/admin/tenancy/user/{user.pk}/password/").status_code == 404
     assert {"AuditEvent", "ConfirmationRequest", "Approval", "Conversation", "Run", "RunEvent", "IdempotencyRecord",
             "HttpIdempotencyKey", "TenantToolPolicy", "User", "Group", "ApiKey", "Tenant", "Order", "Refund",
-            "Cancellation", "StockLevel", "WebhookEndpoint", "WebhookDelivery"} <= set(checked)
+            "Cancellation", "StockLevel", "WebhookEndpoint", "WebhookDelivery", "PendingControlChange"} <= set(checked)
     assert ApiKey.objects.filter(user=globex_evidence["requester"]).exists()
 
 
@@ -225,6 +226,8 @@ def test_tenant_admin_cannot_delegate_a_permission_through_a_group_they_could_no
     refused = client.post(admin_url(User, "change", nobody.pk), _user_form(nobody, groups=[strong.pk]))
     assert refused.status_code == 200
     assert not User.objects.get(pk=nobody.pk).groups.filter(pk=strong.pk).exists()
+    # within their means, but the group holds approve_tool: a proposal for a second administrator
     added = client.post(admin_url(User, "change", nobody.pk), _user_form(nobody, groups=[approvers.pk]))
     assert added.status_code == 302
-    assert User.objects.get(pk=nobody.pk).groups.filter(pk=approvers.pk).exists()
+    assert not User.objects.get(pk=nobody.pk).groups.filter(pk=approvers.pk).exists()
+    assert PendingControlChange.objects.get(kind="MEMBERSHIP", status="PENDING").proposed_by == acme_admin

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentplatform.controlplane.models import PendingControlChange
+from agentplatform.controlplane.services import control_change_approve
 from agentplatform.tenancy.models import User
 from tests.controlplane.conftest import admin_url
 from tools.models import TenantToolPolicy, Tool
@@ -107,10 +109,15 @@ def test_only_an_operator_loosens_globally_and_critical_needs_a_written_reason(c
     assert (applied.policy, applied.quorum) == ("APPROVERS", 2)
     Tool.objects.filter(pk=refund.pk).update(risk_override="", quorum=None)
 
-    # with a written reason the operator's loosening stands
+    # with a written reason the operator's loosening is proposed; a second operator makes it stand
     waived = client.post(admin_url(Tool, "change", refund.pk),
                          form | {"critical_floor_waiver": "Refunds under the pilot are reviewed daily by finance."})
     assert waived.status_code == 302, waived.content.decode()[:2000]
+    assert _applied(requester, "refund_order").policy == "APPROVERS"
+    change = PendingControlChange.objects.get(kind="TOOL_POLICY", status="PENDING")
+    assert change.proposed_by == operator and change.new_state["risk_override"] == "LOW"
+    second = User.objects.create(username="operator2", is_staff=True, is_superuser=True)
+    control_change_approve(change_id=change.pk, approver=second)
     applied = _applied(requester, "refund_order")
     assert (applied.risk, applied.policy) == ("LOW", "NONE")
 

@@ -18,6 +18,7 @@ from approvals import amendments, services as approvals
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
     approval_facts,
+    approver_eligibility,
     edit_rules_of,
     outcome_of,
     request_as_seen_by_decider,
@@ -87,6 +88,13 @@ class ApprovalRequestSerializer(serializers.Serializer):
     written_by_assistant = serializers.SerializerMethodField(help_text=(
         "Free-text arguments in the model's own words (e.g. a reason), capped: show them quoted and labelled, "
         "never as the platform's words."))
+    eligible_approvers = serializers.SerializerMethodField(help_text=(
+        "Usernames whose decision counts toward this request's quorum: approve_tool held on the tool, independent "
+        "of the request (docs/approvals.md, \"Eligibility\")."))
+    ineligible = serializers.SerializerMethodField(help_text=(
+        "[{username, code, reason}]: who holds approve_tool (or asked) but does not count, and why: REQUESTER, "
+        "SERVICE_ACCOUNT, GRANTED_BY_REQUESTER (their standing was proposed or approved by the requester), "
+        "GRANTED_AFTER_REQUEST (it began after the request was created)."))
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
@@ -120,6 +128,20 @@ class ApprovalRequestSerializer(serializers.Serializer):
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_written_by_assistant(self, request: ConfirmationRequest) -> list:
         return self._facts(request)["written_by_assistant"]
+
+    def _eligibility(self, request: ConfirmationRequest) -> dict:
+        cache = self.context.setdefault("_eligibility", {})
+        if request.pk not in cache:
+            cache[request.pk] = approver_eligibility(request)
+        return cache[request.pk]
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_eligible_approvers(self, request: ConfirmationRequest) -> list[str]:
+        return [e["username"] for e in self._eligibility(request)["eligible"]]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_ineligible(self, request: ConfirmationRequest) -> list[dict]:
+        return self._eligibility(request)["ineligible"]
 
 
 def _decided(user, request_id: uuid.UUID) -> Response:

@@ -3,9 +3,10 @@
 Idempotent: running it twice leaves one copy. Personas (per tenant): `<t>-requester` (inventory and
 order permissions, use_tool on all four tools), `<t>-nobody` (no permissions), `<t>-approver1` and
 `<t>-approver2` (approve_tool on cancel_order and refund_order, via the approvers group, a group of
-that tenant), `<t>-admin` (tenant administrator: staff, not superuser, holding the catalog permissions
-they may delegate), `<t>-integration` (a service account: no password sign-in, use_tool on the
-read-only tools only, never an approver; docs/roles.md "Service accounts"). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
+that tenant), `<t>-admin` and `<t>-admin2` (tenant administrators: staff, not superuser, holding the catalog
+permissions they may delegate; two, so one can approve the other's control changes), `<t>-integration`
+(a service account: no password sign-in, use_tool on the read-only tools only, never an approver;
+docs/roles.md "Service accounts"). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
 docs/roles.md. Password of every demo user: DEMO_PASSWORD. Every demo user has the address
 `<username>@example.com` (a reserved domain: no mail reaches anyone).
 
@@ -171,13 +172,18 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
         nobody, _ = _user(tenant, "nobody", reset=reset)
         if reset:
             _strip(nobody, tools.values())
-        admin_user, new_admin = _user(tenant, "admin", reset=reset, is_staff=True, is_superuser=False)
-        if new_admin or reset:  # what this tenant administrator may delegate, and the audit trail's API and export
-            admin_user.user_permissions.add(
-                *catalog, Permission.objects.get(content_type__app_label="audit", codename="export_auditevent"))
+        admins = {}
+        # Two tenant administrators: a change that empowers an approver needs a second one
+        # (dual control, docs/roles.md "Trust model").
+        for persona in ("admin", "admin2"):
+            admin_user, new_admin = _user(tenant, persona, reset=reset, is_staff=True, is_superuser=False)
+            if new_admin or reset:  # what this administrator may delegate, and the audit trail's API and export
+                admin_user.user_permissions.add(
+                    *catalog, Permission.objects.get(content_type__app_label="audit", codename="export_auditevent"))
+            admins[persona] = admin_user
         integration = _service_account(tenant, tools, catalog, reset=reset)
         people[slug] = {"requester": requester, "nobody": nobody, "approver1": approver1, "approver2": approver2,
-                        "admin": admin_user, "integration": integration}
+                        **admins, "integration": integration}
         for sku, warehouse, available, locked in STOCK:
             StockLevel.objects.get_or_create(
                 tenant=tenant, sku=sku, warehouse_code=warehouse,
@@ -245,7 +251,7 @@ def demo_changes() -> list[str]:
             elif policy.risk_override or policy.quorum or policy.ttl_seconds:
                 changes.append(f"{policy.tool.name} is tightened for {tenant.slug}")
         users = {u.username: u for u in User.objects.filter(tenant=tenant, username__startswith=f"{tenant.slug}-")}
-        for persona in ("requester", "approver1", "approver2", "nobody", "admin"):
+        for persona in ("requester", "approver1", "approver2", "nobody", "admin", "admin2"):
             user = users.get(f"{tenant.slug}-{persona}")
             if user is not None and not user.is_active:
                 changes.append(f"{user.username} is deactivated")

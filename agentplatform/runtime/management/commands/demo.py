@@ -80,7 +80,8 @@ class Command(BaseCommand):
         self.ok("The whole story held. Run `make serve`, open http://127.0.0.1:8000/ and sign in as acme-requester "
                 f"(password {DEMO_PASSWORD}); orders {', '.join(tries)} are still PAID for you to try "
                 "(the chat's suggestions name them). Then acme-approver1 and acme-approver2 at /approvals/, "
-                "acme-admin or platform-operator at /admin/. See README, \"After make demo\".")
+                "acme-admin or platform-operator at /admin/ (an approver grant waits there for a second "
+                "administrator: acme-admin2). See README, \"After make demo\".")
 
     # -- the story ------------------------------------------------------------------------------
 
