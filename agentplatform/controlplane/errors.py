@@ -12,6 +12,9 @@ class ControlChangeRequired(DomainError):
     `guards.Gated` descriptions of what was attempted; the admin turns them into proposals."""
 
     code = "CONTROL_CHANGE_REQUIRED"
+    # Not a refusal to show on the form: the admin's ControlChangeMiddleware turns it into a
+    # proposal (admin_scope.refused_response lets such errors through).
+    admin_proposes = True
     http_status = 409
 
     def __init__(self, gated: list[Any]) -> None:

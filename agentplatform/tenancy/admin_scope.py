@@ -144,6 +144,8 @@ class TenantScopedAdminMixin(TenantScopedMixin):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except DomainError as error:
+            if getattr(error, "admin_proposes", False):
+                raise  # dual control: the control plane's middleware proposes it instead
             return refused_response(self, request, error)
 
     def get_list_filter(self, request: HttpRequest):

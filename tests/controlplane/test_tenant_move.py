@@ -17,7 +17,6 @@ from agentplatform.api.models import ApiKey
 from agentplatform.api.services import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Run
-from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import User
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
@@ -48,14 +47,14 @@ def _operator_moves(client, operator, user: User, tenant_id: int):
 
 @pytest.fixture
 def empowered(people, acme_admin):
-    """acme's requester, also made an approver of refund_order by acme's administrator (directly,
-    and through acme's approvers group), with a key, a web session and an open refund request."""
+    """acme's requester, also made an approver of refund_order (directly, and through acme's
+    approvers group; applied from a shell, the path dual control lets through), with a key, a web
+    session and an open refund request."""
     from django.contrib.auth.models import Group
 
     user = people["acme"]["requester"]
-    with acting_as(acme_admin):
-        assign_perm("tools.approve_tool", user, Tool.objects.get(name="refund_order"))
-        user.groups.add(Group.objects.get(name="acme-approvers"))
+    assign_perm("tools.approve_tool", user, Tool.objects.get(name="refund_order"))
+    user.groups.add(Group.objects.get(name="acme-approvers"))
     raw = api_token_issue(user=user)
     outcome = runtime.chat_send(user=user, message=f"Refund order {ACME_REFUND} because it arrived damaged")
     assert outcome.pending and outcome.pending[0].needs == "approvers"
