@@ -75,15 +75,19 @@ def escaped(text: str, *, allow: str = "\n") -> str:
     for one of ours. Characters in `allow` stay as they are."""
     if not isinstance(text, str):
         return text
-    out = []
+    return "".join(_pieces(text, allow, hidden=lambda char: f"\\u{{{ord(char):X}}}", plain=lambda char: char))
+
+
+def _pieces(text: str, allow: str, *, hidden, plain):
+    """`text` one character at a time: a server's own backslash before "u{" doubled (so it cannot
+    pass for one of our escapes), a hidden character through `hidden`, any other through `plain`."""
     for i, char in enumerate(text):
         if char == "\\" and text.startswith("u{", i + 1):
-            out.append("\\\\")
+            yield "\\\\"
         elif _shown_escaped(char, allow):
-            out.append(f"\\u{{{ord(char):X}}}")
+            yield hidden(char)
         else:
-            out.append(char)
-    return "".join(out)
+            yield plain(char)
 
 
 def visible_html(text: str, *, allow: str = "\n") -> SafeString:
@@ -91,12 +95,7 @@ def visible_html(text: str, *, allow: str = "\n") -> SafeString:
     a tooltip (see `escaped`); everything else HTML-escaped."""
     if not isinstance(text, str):
         text = "" if text is None else str(text)
-    out = []
-    for i, char in enumerate(text):
-        if char == "\\" and text.startswith("u{", i + 1):
-            out.append("\\\\")
-        elif _shown_escaped(char, allow):
-            out.append(f'<mark class="hidden-char" title="{escape(describe(char))}">\\u{{{ord(char):X}}}</mark>')
-        else:
-            out.append(escape(char))
-    return mark_safe("".join(out))  # noqa: S308 - every piece above is escaped
+    marked = "".join(_pieces(
+        text, allow, plain=escape,
+        hidden=lambda char: f'<mark class="hidden-char" title="{escape(describe(char))}">\\u{{{ord(char):X}}}</mark>'))
+    return mark_safe(marked)  # noqa: S308 - every piece above is escaped

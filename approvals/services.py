@@ -647,18 +647,25 @@ def confirmations_cancel_for_run(*, run_id: uuid.UUID, actor_id: int | None, rea
     """Cancel every open request (PENDING or CONFIRMED) of a run that is being cancelled or has
     ended: CANCELLED with the reason, audited (status RUN_ENDED). No settle signal: the run is not
     resumed. Returns the ids cancelled."""
-    cancelled = []
     # Locked, in one order: a decision committing meanwhile is waited for, then cancelled too,
     # so no request is left CONFIRMED on a cancelled run.
-    for request in ConfirmationRequest.objects.select_for_update().filter(run_id=run_id, status__in=OPEN_STATES) \
+    return _cancel_open(where={"run_id": run_id}, actor_id=actor_id, reason=reason, outcome="RUN_ENDED")
+
+
+def _cancel_open(*, where: dict[str, Any], actor_id: int | None, reason: str, outcome: str) -> list[uuid.UUID]:
+    """Cancel every open request (PENDING or CONFIRMED) matching `where`, locked in primary-key
+    order, each with one conditional UPDATE (a request decided meanwhile is left as it is) and its
+    CANCELLED audit row with status `outcome`. Inside the caller's transaction. Returns the ids."""
+    cancelled = []
+    for request in ConfirmationRequest.objects.select_for_update().filter(**where, status__in=OPEN_STATES) \
             .order_by("pk"):
         changed = ConfirmationRequest.objects.filter(pk=request.pk, status__in=OPEN_STATES).update(
             status=Status.CANCELLED, decided_at=clock.now(), decided_by=actor_id, decision_reason=reason[:500],
-            outcome_code="RUN_ENDED")
+            outcome_code=outcome)
         if changed != 1:
             continue
         request.status = Status.CANCELLED
-        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status="RUN_ENDED", message=reason)
+        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status=outcome, message=reason)
         cancelled.append(request.pk)
     return cancelled
 
@@ -670,18 +677,8 @@ def confirmations_cancel_for_requester(*, user_id: int, tenant_id: int, actor_id
     requester left that tenant, so nothing they asked for there may still run (docs/roles.md,
     "Moving a user to another tenant"). CANCELLED with outcome REQUESTER_MOVED, audited, inside
     the caller's transaction; no settle signal (the mover cancels the runs too). Returns the ids."""
-    cancelled = []
-    for request in ConfirmationRequest.objects.select_for_update().filter(
-            user_id=user_id, tenant_id=tenant_id, status__in=OPEN_STATES).order_by("pk"):
-        changed = ConfirmationRequest.objects.filter(pk=request.pk, status__in=OPEN_STATES).update(
-            status=Status.CANCELLED, decided_at=clock.now(), decided_by=actor_id, decision_reason=reason[:500],
-            outcome_code="REQUESTER_MOVED")
-        if changed != 1:
-            continue
-        request.status = Status.CANCELLED
-        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status="REQUESTER_MOVED", message=reason)
-        cancelled.append(request.pk)
-    return cancelled
+    return _cancel_open(where={"user_id": user_id, "tenant_id": tenant_id}, actor_id=actor_id, reason=reason,
+                        outcome="REQUESTER_MOVED")
 
 
 @transaction.atomic(durable=True)

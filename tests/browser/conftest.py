@@ -41,6 +41,20 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+
+
+def playwright_expect():
+    """Playwright's `expect`, imported when a browser test runs (Playwright is a development
+    dependency; collecting the tests must not need it)."""
+    from playwright.sync_api import expect
+
+    return expect
+
+
+def named_shot(person, name: str) -> None:
+    """Save a full-page screenshot of `person`'s page as test-artifacts/browser/<name>."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    person.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 TIMEOUT_MS = 20_000
 # A phone (issue 13 item 10): 390 x 844 CSS pixels, touch, mobile viewport meta honoured.
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}

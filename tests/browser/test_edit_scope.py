@@ -13,24 +13,13 @@ import pytest
 
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals.models import ConfirmationRequest
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import playwright_expect as _expect, named_shot as _named_shot
 from tools.catalog.models import Refund
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 REFUND_ORDER = "A202607290003"  # acme, PAID, CNY 560.00
 EVENT_WAIT_MS = 20_000  # the run resumes after the approval commits; the stream delivers its events
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
-
-
-def _named_shot(person, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    person.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
 def test_the_requesters_card_shows_the_edited_call_that_ran(open_person, requester, approver1, approver2):

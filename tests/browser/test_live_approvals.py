@@ -14,6 +14,7 @@ from agentplatform import clock
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals.models import ConfirmationRequest
+from tests.browser.conftest import playwright_expect as _expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,12 +24,6 @@ POLL_WAIT_MS = 15_000  # polls every second here; allow for a loaded machine
 @pytest.fixture(autouse=True)
 def _fast_poll(settings) -> None:
     settings.APPROVALS_POLL_SECONDS = 1
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
 
 
 def _no_reload(person) -> None:

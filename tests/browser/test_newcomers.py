@@ -23,22 +23,11 @@ from django.urls import Resolver404, resolve
 
 from agentplatform.runtime import services
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD, TRY_ORDERS, order_id
-from tests.browser.conftest import ARTIFACTS, PHONE
+from tests.browser.conftest import PHONE, playwright_expect as _expect, named_shot as _named_shot
 from tools.catalog.models import Cancellation, Order
 from tools.models import Tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
-
-
-def _named_shot(person, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    person.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
 def _my_requests_exists() -> bool:

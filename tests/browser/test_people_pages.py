@@ -11,14 +11,9 @@ from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from agentplatform.runtime.models import Run, RunEvent
 from tools.catalog.models import Cancellation, Order, Refund
 from tools.models import TenantToolPolicy, Tool
+from tests.browser.conftest import playwright_expect as _expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
 
 
 def _order(tenant, order_id: str) -> Order:

@@ -13,22 +13,11 @@ import pytest
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import playwright_expect as _expect, named_shot as _named_shot
 from tools.catalog.models import Cancellation, Refund
 from tools.models import RiskLevel, Tool
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _expect():
-    from playwright.sync_api import expect
-
-    return expect
-
-
-def _named_shot(person, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    person.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 
 
 def _send(person, text: str) -> None:
