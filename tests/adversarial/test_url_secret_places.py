@@ -43,3 +43,27 @@ def test_no_secret_in_what_is_recorded_of_a_url(url):
 def test_ordinary_paths_stay_readable(url, shown):
     assert safe_url(url) == shown
     assert url_record(url)["url_rest_digest"] == ""
+
+
+@pytest.mark.django_db
+def test_a_server_with_a_token_in_its_path_leaves_it_out_of_the_trail(requester, operator, client):
+    from audit.models import AuditEvent
+    from mcp_sources.models import McpServer
+
+    url = f"https://actions.example/mcp/sk-{SECRET}/sse"
+    server = McpServer(name="gw", tenant=requester.tenant, transport="http", url=url, owner="Ops <ops@example.com>",
+                       timeout_seconds=5)
+    server.full_clean()
+    server.save()
+    server.url = url.replace(SECRET, SECRET[::-1])
+    server.save()
+    rows = list(AuditEvent.objects.all())
+    assert rows
+    for row in rows:
+        text = str(row.masked_arguments) + row.message
+        assert SECRET not in text and SECRET[::-1] not in text, text
+    client.force_login(operator)
+    for page in ("/admin/mcp_sources/mcpserver/", f"/admin/mcp_sources/mcpserver/{server.pk}/history/",
+                 "/admin/audit/auditevent/"):
+        body = client.get(page).content.decode()
+        assert SECRET not in body and SECRET[::-1] not in body, page
