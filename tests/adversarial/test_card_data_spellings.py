@@ -49,3 +49,26 @@ def test_card_data_keys_with_a_suffix_are_masked():
     assert masked["verification_code"] == "****"  # beside a card
     assert masked["items"][0]["payment"]["cvv2_value"] == "****"
     assert mask_mapping({"verification_code": "456", "order_id": "A1"})["verification_code"] == "456"  # an SMS code
+
+
+@pytest.mark.parametrize("deltas, expected", [
+    (["card 4111****1111. The CVV cod", "e: 1", "23 ok"], "card 4111****1111. The CVV code: *** ok"),
+    (["the CVV num", "ber is 1", "23."], "the CVV number is ***."),
+    (["卡号4111", "111111111111有效期1", "2/29安全码12", "3"], "卡号4111****1111有效期**/**安全码***"),
+])
+def test_streamed_card_data_split_mid_label_is_masked(requester, monkeypatch, deltas, expected):
+    from agentplatform.runtime import events as events_module
+    from agentplatform.runtime import services
+    from agentplatform.runtime.events import EventRecorder
+    from agentplatform.runtime.models import Run, RunEvent
+
+    conversation = services.conversation_create(user=requester, title="t")
+    run = Run.objects.create(tenant_id=requester.tenant_id, user=requester, conversation=conversation,
+                             request_id="r", state={})
+    recorder = EventRecorder(run)
+    clock = iter(range(0, 1000))
+    monkeypatch.setattr(events_module, "_monotonic", lambda: next(clock))
+    for delta in deltas:
+        recorder.text(delta)
+    recorder.flush_text()
+    assert "".join(e.payload["text"] for e in RunEvent.objects.filter(run=run).order_by("seq")) == expected
