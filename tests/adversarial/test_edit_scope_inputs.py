@@ -128,3 +128,18 @@ def test_card_data_and_an_instruction_in_an_edited_reason_are_masked_where_shown
         assert "4111 1111 1111 1111" not in text and "cvv 123" not in text, text
     for refund in Refund.objects.all():
         assert refund.order.order_id == SMALL_ORDER
+
+
+@pytest.mark.parametrize("action, body_key", [("reject", "reason"), ("approve", "comment")])
+def test_card_data_in_a_comment_or_rejection_reason_is_masked(api, requester, approver1, action, body_key):
+    request = _refund_of_10(requester)
+    words = "customer said card 4111111111111111, CVV code: 123, 卡号6222021234567890有效期12/29"
+    response = api(approver1).post(f"/api/v1/approvals/{request.pk}/{action}/", {body_key: words}, format="json")
+    assert response.status_code == 200, response.content
+    after = ConfirmationRequest.objects.get(pk=request.pk)
+    texts = [after.decision_reason, str(list(Approval.objects.filter(request=request).values_list("comment", flat=True)))]
+    texts += [str(e.masked_arguments) + e.message for e in AuditEvent.objects.all()]
+    texts.append(api(requester).get("/api/v1/my-requests/").content.decode())
+    for text in texts:
+        for secret in ("4111111111111111", "CVV code: 123", "6222021234567890", "12/29"):
+            assert secret not in text, (secret, text)

@@ -6,6 +6,7 @@ very deep and very wide schemas, and a server that lists one name twice."""
 from __future__ import annotations
 
 import pytest
+from guardian.shortcuts import assign_perm
 
 from mcp_sources.client import RemoteTool
 from mcp_sources.models import McpTool
@@ -89,3 +90,20 @@ def test_a_reviewed_tool_listed_twice_later_is_disabled_and_not_offered(db, serv
     assert row.refusal and not row.tool.enabled
     specs.forget()
     assert specs.remote_spec(row.tool.name) is None
+
+
+def test_a_tool_switched_on_behind_every_form_is_still_not_offered(db, serve, wx, operator, requester):  # noqa: F811
+    from mcp_sources import specs
+    from tools.models import TenantToolPolicy, Tool
+    from tools.selectors import offered_tools
+
+    serve(_remote("weather", "Weather of a city."))
+    server_discover(server_id=wx.pk)
+    row = McpTool.objects.get(server=wx)
+    # a queryset update skips every save() check and form: the row says enabled, reviewed by nobody
+    Tool.objects.filter(pk=row.tool_id).update(enabled=True)
+    TenantToolPolicy.objects.bulk_create([TenantToolPolicy(tenant=requester.tenant, tool_id=row.tool_id, enabled=True)])
+    specs.forget()
+    assert specs.remote_spec(row.tool.name) is None
+    assign_perm("tools.use_tool", requester, row.tool)
+    assert row.tool.name not in offered_tools(user=requester)
