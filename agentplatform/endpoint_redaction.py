@@ -31,7 +31,13 @@ from django.utils.crypto import salted_hmac
 
 _SALT = "agentplatform.endpoint_redaction"
 # A URL in free text: a scheme, "://", then anything up to whitespace or a quote/bracket.
-_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{0,15}://[^\s\"'<>`]+")
+# A userinfo (up to an "@" before the first "/") is taken whole even with a quote in it, so a password
+# like pa'ss in "for url 'https://u:pa'ss@host/'" is not cut at its quote and left in the text.
+_URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{0,15}://(?:[^\s/?#@]*@)?[^\s\"'<>`]+")
+# A path segment that looks like a credential rather than a name: 16 or more characters of a
+# token's alphabet with both a letter and a digit ("/mcp/sk-ak-3f9…/sse", a webhook's key, a UUID),
+# or one that still carries a percent-encoded "?", "=", "@" or ":" (a query or userinfo hidden in the path).
+_SECRET_SEGMENT = re.compile(r"(?=[^/]*[A-Za-z])(?=[^/]*\d)[A-Za-z0-9_\-.~%+=]{16,}|[^/]*%(?:3[FfDdAa]|40)[^/]*")
 
 
 def digest(value: str) -> str:
@@ -41,7 +47,9 @@ def digest(value: str) -> str:
 
 def url_record(url: str, *, keep_path: bool = True) -> dict[str, str]:
     """What may be recorded of `url`: {"url": "scheme://host[:port]/path", "url_rest_digest": "<16
-    hex>" or "" when the URL has no userinfo, query or fragment (nor, with keep_path=False, a path)}.
+    hex>" or "" when the URL has no userinfo, query, fragment or path parameters (nor, with
+    keep_path=False, a path)}. A path segment that looks like a credential (`_SECRET_SEGMENT`) is
+    written "{redacted}" and counts as the rest.
     A URL that does not parse is recorded by digest only ({"url": "", "url_rest_digest": ...})."""
     url = str(url or "").strip()
     if not url:
@@ -52,14 +60,18 @@ def url_record(url: str, *, keep_path: bool = True) -> dict[str, str]:
         port = parts.port
     except ValueError:
         return {"url": "", "url_rest_digest": digest(url)}
-    if not parts.scheme or not host:
+    if not parts.scheme or not host or "%" in host:  # a percent-encoded host hides a userinfo
         return {"url": "", "url_rest_digest": digest(url)}
     if ":" in host:  # an IPv6 literal
         host = f"[{host}]"
     base = f"{parts.scheme.lower()}://{host}{f':{port}' if port is not None else ''}"
     rest = [parts.username or "", parts.password or "", parts.query, parts.fragment]
+    path, _, params = parts.path.partition(";")  # path parameters (";jsessionid=…"): not the path
+    rest.append(params)
     if keep_path:
-        base += parts.path
+        shown = _SECRET_SEGMENT.sub("{redacted}", path)
+        rest.append(path if shown != path else "")
+        base += shown
     else:
         rest.append(parts.path if parts.path not in ("", "/") else "")
     secret = any(rest) or "@" in parts.netloc

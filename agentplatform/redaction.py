@@ -32,16 +32,19 @@ import re
 from typing import Any
 
 TOKEN = re.compile(r"\b(?:ct_[A-Za-z0-9_\-]{16,}|ap_[0-9a-f]{32,})")
-_EDGE_BEFORE = r"(?<![\w\-+])"
-_EDGE_AFTER = r"(?![\w])"
+# A match must not be glued to an ASCII letter, digit or "_" (order ids, SKUs, UUIDs), but may be to
+# a Chinese word: "卡号4111111111111111" and "电话13812345678联系" are written without spaces.
+_WORD = r"[A-Za-z\d_]"
+_EDGE_BEFORE = r"(?<![A-Za-z\d_\-+])"
+_EDGE_AFTER = r"(?!" + _WORD + ")"
 NATIONAL_ID = re.compile(_EDGE_BEFORE + r"\d{17}[\dXx]" + _EDGE_AFTER)
-SSN = re.compile(_EDGE_BEFORE + r"\d{3}-\d{2}-\d{4}" + r"(?![\w\-])")
+SSN = re.compile(_EDGE_BEFORE + r"\d{3}-\d{2}-\d{4}" + r"(?![A-Za-z\d_\-])")
 # The usual groupings first (4-4-4-4[-3], Amex 4-6-5, no separator), so the expiry or code copied
 # after a number ("4111 1111 1111 1111 12/29") is not read as more of its digits; then any grouping.
 CARD = re.compile(_EDGE_BEFORE + r"(?:\d{4}([ \-])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{4}([ \-])\d{6}\2\d{5}"
-                  r"|\d{13,19}|\d(?:[ \-]?\d){12,18})" + r"(?![\w\-])")
-PHONE = re.compile(r"(?<![\w\-+])(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}(?![\w\-])"
-                   r"|(?<![\w\-+])\+\d{1,3}(?:[ \-]?\d){7,13}(?![\w\-])")
+                  r"|\d{13,19}|\d(?:[ \-]?\d){12,18})" + r"(?![A-Za-z\d_\-])")
+PHONE = re.compile(_EDGE_BEFORE + r"(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}(?![A-Za-z\d_\-])"
+                   r"|" + _EDGE_BEFORE + r"\+\d{1,3}(?:[ \-]?\d){7,13}(?![A-Za-z\d_\-])")
 
 
 _ANY_DIGIT = re.compile(r"\d")
@@ -89,8 +92,8 @@ def mask_text(text: str, *, context: str = "") -> str:
 # amounts and dates until a label (or a card number right before them) says otherwise.
 _LABEL_GAP = r"""\s*["'“”]?\s*(?:[:：=#]|\bis\b|为|是)?\s*["'“”]?\s*"""  # "CVV: 123", "cvc=1234", JSON
 # A verification code is secret whatever surrounds it: these labels mask on their own ...
-_CVV_LABELS = (r"cvv2?|cvc2?|cvn2?|cav2|cvd|csc|card[\s_\-]+verification[\s_\-]+(?:code|value|number)"
-               r"|(?:card[\s_\-]+)?security[\s_\-]+code|安全码|卡验证码|信用卡验证码|背面(?:的)?(?:三|3)位(?:数字|数|码)?")
+_CVV_LABELS = (r"cvv[2２]?|cvc[2２]?|cvn[2２]?|cav2|cvd|csc|card[\s_\-]*verification[\s_\-]*(?:code|value|number)?"
+               r"|(?:card[\s_\-]*)?security[\s_\-]*code|安全码|卡验证码|信用卡验证码|背面(?:的)?(?:三|3)位(?:数字|数|码)?")
 # ... these only near a card (a CID or a "code" is many things).
 _CVV_LABELS_NEAR_CARD = r"cid|code|验证码|校验码"
 # An expiry labelled as the card's masks on its own; "exp"/"有效期" only near a card.
@@ -98,11 +101,15 @@ _EXPIRY_LABELS = (r"card[\s_\-]+exp(?:\.|iry|iration|ires)?(?:[\s_\-]+date)?|val
                   r"|(?:信用|银行|借记)?卡(?:片)?(?:的)?有效期(?:至|到)?")
 _EXPIRY_LABELS_NEAR_CARD = (r"exp(?:\.|iry|iration|ires)?(?:[\s_\-]+date)?|valid[\s_\-]+(?:through|until)"
                             r"|有效期(?:至|到)?|到期(?:日|时间)?|过期(?:日|时间)?")
-_CVV_VALUE = r"(?<!\d)\d{3,4}(?![\w/\-]|\.\d)"
+_CVV_VALUE = r"(?<!\d)\d{3,4}(?![A-Za-z\d_/\-*]|\.\d)"
 _DATE_VALUE = (r"(?<![\d/\-.])(?:(?:0?[1-9]|1[0-2])\s?[/\-.]\s?(?:20)?\d{2}|20\d{2}\s?[/\-.]\s?(?:0?[1-9]|1[0-2])"
                r"|(?:20)?\d{2}\s?年\s?(?:0?[1-9]|1[0-2])\s?月)(?![\d/\-.]?\d)")
 _LABEL_START = r"(?<![A-Za-z])"  # a label is a word of its own ("recode 123" is not "code 123")
-CVV_LABELLED = re.compile(_LABEL_START + r"(?i:(" + _CVV_LABELS + r")(?:码)?)" + _LABEL_GAP + r"(" + _CVV_VALUE + ")")
+# After a label that can only mean a verification code, the code may follow a few words later in the
+# same clause ("CVV code: 123", "the CVV number is 123", "cvv (123)", "cvv-123"): anything but a
+# digit, a line end, a value already masked ("*") or a clause's punctuation, up to 16 characters.
+_CVV_GAP = r"[^\d\n*.,;!?。，；！？、]{0,16}?"
+CVV_LABELLED = re.compile(_LABEL_START + r"(?i:(" + _CVV_LABELS + r")(?:码)?)" + _CVV_GAP + r"(" + _CVV_VALUE + ")")
 CVV_NEAR_CARD = re.compile(_LABEL_START + r"(?i:(" + _CVV_LABELS_NEAR_CARD + "))" + _LABEL_GAP
                            + r"(" + _CVV_VALUE + ")")
 EXPIRY_LABELLED = re.compile(_LABEL_START + r"(?i:(" + _EXPIRY_LABELS + "))" + _LABEL_GAP + r"(" + _DATE_VALUE + ")")

@@ -10,7 +10,8 @@ characters (U+200B..U+200D, U+2060, U+FEFF) split or join words unseen.
 Python), the controls (Cc), format characters (Cf), private-use (Co), unassigned (Cn) and surrogate
 (Cs) code points, line and paragraph separators (Zl, Zp), and a short list of characters that are
 letters or marks by category but invisible by design (variation selectors, used to smuggle bytes
-after an emoji; Hangul fillers; the combining grapheme joiner; Mongolian variation selectors).
+after an emoji; Hangul fillers; the combining grapheme joiner; Mongolian variation selectors; the
+blank Braille pattern).
 `escaped` writes each of them as `\\u{XXXX}`, `visible_html` the same as HTML, marked, so a
 reviewer sees every one. This module imports nothing of ours: every app may use it.
 """
@@ -25,7 +26,8 @@ HIDDEN_CATEGORIES = {"Cc": "control", "Cf": "format", "Co": "private use", "Cn":
                      "Cs": "surrogate", "Zl": "line separator", "Zp": "paragraph separator"}
 # Invisible by design although their category is a letter (Lo) or a mark (Mn).
 _INVISIBLE_BY_DESIGN = (
-    frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0})
+    # ... and U+2800 BRAILLE PATTERN BLANK, a symbol (So) whose glyph is empty
+    frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0})
     | frozenset(range(0x180B, 0x1810))  # Mongolian free variation selectors and vowel separator
     | frozenset(range(0xFE00, 0xFE10))  # variation selectors 1-16
     | frozenset(range(0xE0100, 0xE01F0))  # variation selectors 17-256

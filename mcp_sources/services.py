@@ -71,6 +71,17 @@ def _refusal(remote: RemoteTool) -> str:
                                          input_schema=remote.input_schema))[:4000]
 
 
+def _listed_twice(listing: Listing) -> dict[str, str]:
+    """{stored name: refusal} of the names a listing gives more than one definition: which one the
+    server runs is unknown, so none of them may be reviewed (the tool stays disabled until the
+    server lists the name once)."""
+    hashes: dict[str, set[str]] = {}
+    for remote in listing.tools:
+        hashes.setdefault(_stored_name(remote.name), set()).add(remote.hash)
+    return {name: f"the server lists this name with {len(found)} different definitions; which one it runs "
+                  f"is unknown" for name, found in hashes.items() if len(found) > 1}
+
+
 def _tenants(server: McpServer) -> list[int]:
     """The tenants whose audit trail records a change of this server's tools."""
     if server.tenant_id is not None:
@@ -122,9 +133,14 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
         # Locked, so a review committing meanwhile is read, not overwritten with what was read before it.
         known = {t.remote_name: t for t in McpTool.objects.select_for_update(of=("self",)).select_related("tool")
                  .filter(server=server).order_by("pk")}
+        ambiguous = _listed_twice(listing)
+        seen: set[str] = set()
         for remote in listing.tools:
+            if _stored_name(remote.name) in seen:  # one row per name: the first listed stands for all
+                continue
+            seen.add(_stored_name(remote.name))
             version = _version(listing, remote.hash)
-            refusal = _refusal(remote)
+            refusal = "; ".join(filter(None, [ambiguous.get(_stored_name(remote.name), ""), _refusal(remote)]))[:4000]
             if refusal:
                 report.refused.append(wire_name(server.name, remote.name))
             row = known.pop(_stored_name(remote.name), None)

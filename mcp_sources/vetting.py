@@ -17,6 +17,7 @@ hash).
 | description | at most 2,000 characters; no hidden character except newline and tab |
 | every other string of the schema, keys included | at most 500 characters; no hidden character; newline and tab only in a `description` |
 | the schema | at most 16 levels deep and 20,000 characters of canonical JSON |
+| any string | no run of more than 3 blank lines or more than 32 spaces/tabs: what follows it would be out of the reviewer's sight (a screen of nothing), not out of the model's |
 
 "Hidden" is agentplatform.visible_text.hidden_characters: control, format (tags, bidi overrides
 and isolates, zero-width), private-use, unassigned, surrogate, line/paragraph separators and the
@@ -42,6 +43,9 @@ _DESCRIPTION_WHITESPACE = "\n\t"
 _NAMED_MAPS = ("properties", "$defs", "definitions", "dependentRequired", "dependentSchemas")
 _NAME_LISTS = ("required",)
 _MAX_PROBLEMS = 10
+# Blank space that scrolls what follows out of sight on the review page: 4 or more line breaks with
+# only spaces or tabs between them, or 33 or more spaces, tabs or other spaces (Zs) in a row.
+_BLANK_RUN = re.compile(r"\n(?:[^\S\n]*\n){3,}|[^\S\n]{33,}")
 
 
 def _where(path: list[str]) -> str:
@@ -57,6 +61,10 @@ def _text_problems(text: str, *, where: str, cap: int, allow: str) -> list[str]:
         shown = ", ".join(f"{describe(c)} at {i}" for i, c in hidden[:3])
         more = f" and {len(hidden) - 3} more" if len(hidden) > 3 else ""
         problems.append(f"{where}: {len(hidden)} hidden character(s): {shown}{more}")
+    blank = _BLANK_RUN.search(text.replace("\r\n", "\n"))
+    if blank:
+        problems.append(f"{where}: {len(blank.group(0))} blank characters in a row at {blank.start()} (more than 3 "
+                        f"blank lines or 32 spaces): what follows is out of a reviewer's sight")
     return problems
 
 

@@ -23,6 +23,10 @@ CARD_DATA_KEYS = frozenset({
 EXPIRY_KEYS = frozenset({"exp", "expiry", "expirydate", "expiration", "expirationdate", "expires", "validthrough",
                          "validuntil", "有效期"})
 CARD_KEYS = re.compile(r"card|pan$|cvv|cvc|卡", re.I)
+# A key that starts with a verification code's name is one, whatever follows ("cvc_code", "cvv_number",
+# "cvv2_value"); a "verification code" is card data only beside a card (else an SMS code).
+CARD_DATA_KEY_PREFIXES = ("cvv", "cvc", "cvn", "csc", "securitycode", "安全码")
+VERIFICATION_KEYS = frozenset({"verificationcode", "verificationvalue", "verificationnumber", "验证码"})
 _KEY_NOISE = re.compile(r"[\s_\-]")
 # Long digit runs (cards, ids): used by agentplatform.llm.client for provider error texts; free
 # text in general goes through agentplatform.redaction.mask_text.
@@ -48,10 +52,12 @@ def _key(name: str) -> str:
 
 
 def is_card_data_key(key: str, *, beside_card: bool = False) -> bool:
-    """Whether a field named `key` holds a card verification code or expiry (CARD_DATA_KEYS; an
-    EXPIRY_KEYS name only when `beside_card`: a sibling field names a card)."""
+    """Whether a field named `key` holds a card verification code or expiry (CARD_DATA_KEYS, or a
+    name starting with CARD_DATA_KEY_PREFIXES; an EXPIRY_KEYS or VERIFICATION_KEYS name only when
+    `beside_card`: a sibling field names a card)."""
     name = _key(key)
-    return name in CARD_DATA_KEYS or (beside_card and name in EXPIRY_KEYS)
+    return (name in CARD_DATA_KEYS or name.startswith(CARD_DATA_KEY_PREFIXES)
+            or (beside_card and (name in EXPIRY_KEYS or name in VERIFICATION_KEYS)))
 
 
 def mask_value(key: str, value: Any, *, beside_card: bool = False) -> Any:

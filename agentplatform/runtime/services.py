@@ -30,22 +30,44 @@ logger = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 8000
 
 
-def conversation_new(*, user, title: str = "") -> Conversation:
+def conversation_new(*, user, title: str = "", max_chars: int = 200) -> Conversation:
     """A new conversation for `user` in their tenant, not saved yet: the run of its first message
-    stores it in the same transaction (loop.run_create). Raises PermissionDenied without a tenant."""
+    stores it in the same transaction (loop.run_create). `title` is masked, then cut to `max_chars`
+    (the first message's first 60 characters: cut first, a card number cut in half would no longer
+    be recognised as one). Raises PermissionDenied without a tenant."""
     if user.tenant_id is None:
         raise PermissionDenied("a user without a tenant cannot chat")
     # User text is stored masked: a token or card number pasted as the first message must not
     # become the title (issue 9, item 10).
-    return Conversation(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:200])
+    return Conversation(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:min(max_chars, 200)])
 
 
 @transaction.atomic
-def conversation_create(*, user, title: str = "") -> Conversation:
-    """Create a conversation for `user` in their tenant. Raises PermissionDenied without a tenant."""
-    conversation = conversation_new(user=user, title=title)
+def conversation_create(*, user, title: str = "", max_chars: int = 200) -> Conversation:
+    """Create a conversation for `user` in their tenant (`title` as `conversation_new`). Raises
+    PermissionDenied without a tenant."""
+    conversation = conversation_new(user=user, title=title, max_chars=max_chars)
     conversation.save(force_insert=True)
     return conversation
+
+
+# How much of the user's previous message counts as what came just before a new one (a card named
+# there makes "exp 12/29" in the next message card data): the reach of a label's "near a card".
+_MASK_CONTEXT_CHARS = 200
+
+
+def _masked_message(message: str, conversation: Conversation) -> str:
+    """`message` (stripped) as it is stored, shown and sent to the model: masked, with the end of the
+    user's previous message in this conversation as its context, so card data given across two
+    messages ("my card 4111…" then "exp 12/29") is masked as it would be in one."""
+    context = ""
+    if not conversation._state.adding:
+        from agentplatform.runtime.models import Message
+
+        previous = (Message.objects.filter(conversation=conversation, role="user").order_by("-created_at")
+                    .values_list("content", flat=True).first())
+        context = (previous or "")[-_MASK_CONTEXT_CHARS:] + "\n" if previous else ""
+    return mask_text(message.strip(), context=context)
 
 
 def chat_send(
@@ -68,7 +90,8 @@ def chat_send(
     if conversation_id is None:
         if confirmation_token:
             raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
-        conversation = conversation_new(user=user, title=storable_text(message or "")[:60])
+        conversation = conversation_new(user=user, title=storable_text(message or "")[:MAX_MESSAGE_CHARS],
+                                        max_chars=60)
     elif confirmation_token:
         # The token is looked up with this conversation id, the user and the tenant: only the
         # user's own request in this conversation matches, so the conversation is not read first.
@@ -82,7 +105,7 @@ def chat_send(
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     try:
-        return loop.run_start(user=user, message=mask_text(message.strip()), conversation=conversation,
+        return loop.run_start(user=user, message=_masked_message(message, conversation), conversation=conversation,
                               request_id=request_id, listener=listener)
     except loop.RunClaimLost as lost:
         return _as_it_stands(user=user, run_id=lost.run_id)
@@ -241,12 +264,12 @@ def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = 
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     if conversation_id is None:
-        conversation = conversation_create(user=user, title=message[:60])
+        conversation = conversation_create(user=user, title=message, max_chars=60)
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     with transaction.atomic():
         # Masked as chat_send masks it: the message is stored, shown and sent to the model.
-        run = loop.run_create(user=user, message=mask_text(message.strip()), conversation=conversation,
+        run = loop.run_create(user=user, message=_masked_message(message, conversation), conversation=conversation,
                               request_id=request_id)
         run_drive_later(run_id=run.pk)
     correlation.set_run_id(run.pk)
