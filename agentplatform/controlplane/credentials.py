@@ -56,6 +56,8 @@ def check_user_save(sender, instance: User, raw: bool = False, **kwargs: Any) ->
     sets a usable password or a new address of a protected account (module docstring)."""
     if raw or instance._state.adding or instance.pk is None:
         return
+    if set(kwargs.get("update_fields") or ()) == {"password"} and getattr(instance, "_password", "") is None:
+        return  # check_password re-hashing the password just typed with a newer hasher: not a change
     actor = current_actor()
     if actor is None or actor.pk == instance.pk:
         return

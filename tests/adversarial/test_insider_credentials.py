@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth.hashers import make_password
 from django.core import mail
 from django.test import override_settings
 from django.urls import reverse
@@ -163,3 +164,14 @@ def test_the_reset_link_goes_to_the_owners_stored_address(client, approver1):
     client.post("/accounts/password_reset/", {"email": "approver1@acme.example"})
     assert [m.to for m in mail.outbox] == [["approver1@acme.example"]]
     assert re.search(r"/accounts/reset/", mail.outbox[0].body)
+
+
+def test_a_hash_upgrade_at_sign_in_is_not_a_change(acme_admin, approver1, settings):
+    # the owner signs in from a browser where an administrator is signed in, after a hasher upgrade
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher",
+                                 "django.contrib.auth.hashers.MD5PasswordHasher"]
+    User.objects.filter(pk=approver1.pk).update(password=make_password("owners-pass-1", hasher="md5"))
+    fresh = User.objects.get(pk=approver1.pk)
+    with acting_as(acme_admin):
+        assert fresh.check_password("owners-pass-1")  # re-hashed and saved
+    assert User.objects.get(pk=approver1.pk).password.startswith("pbkdf2_")
