@@ -4,8 +4,8 @@ HIGH/CRITICAL tool's policy passes here (docs/roles.md, "Trust model").
 Guarded changes: a `tools.approve_tool` object permission given to a user or a group (guardian's
 `assign_perm`, its admin pages, a row saved by hand), a member added to a group holding it (from
 either side of the many-to-many), an account holding it re-activated (directly or through a
-group), an account made staff or superuser (or an administrator re-activated), and a Tool or TenantToolPolicy change that makes a HIGH/CRITICAL tool's effective policy
-looser (tools.policy).
+group), an account made staff or superuser (or an administrator re-activated), and a Tool or
+TenantToolPolicy change that makes a HIGH/CRITICAL tool's effective policy looser (tools.policy).
 
 Who may make them:
 - code applying an approved control change (`applying(change)`, set only by
@@ -240,8 +240,10 @@ ADMIN_FIELDS = ("is_staff", "is_superuser")
 
 
 def _new_administrator(instance: User) -> None:
-    """A person creating an account that is born staff or superuser: refused (there is no account
-    yet to propose the change for). Create it, then propose making it an administrator."""
+    """A person creating an account that is born staff or superuser, or giving a tenant to a staff
+    account without one (which makes it that tenant's administrator at once): refused (there is
+    no administrator yet to propose the change for). Create it, or give the tenant, without staff
+    status, then propose making it an administrator."""
     if _applying.get() is None and current_actor() is not None:
         from agentplatform.controlplane.errors import ControlChangeForbidden
 
@@ -272,9 +274,12 @@ def _user_pre_save(sender, instance, raw=False, **kwargs) -> None:
         if instance.is_staff or instance.is_superuser:
             _new_administrator(instance)
         return
-    stored = User.objects.filter(pk=instance.pk).values("is_active", *ADMIN_FIELDS).first()
+    stored = User.objects.filter(pk=instance.pk).values("is_active", "tenant_id", *ADMIN_FIELDS).first()
     if stored is None:
         return
+    if stored["tenant_id"] is None and instance.tenant_id is not None and instance.is_staff \
+            and not instance.is_superuser:
+        _new_administrator(instance)  # staff without a tenant given one: a tenant administrator at once
     gated = []
     if instance.is_active and stored["is_active"] is False:
         instance._reactivated = True

@@ -112,3 +112,11 @@ def test_re_activating_an_administrator_needs_a_second_person(acme_admin, acme_a
         with pytest.raises(ControlChangeRequired):
             other.save()
     assert not User.objects.get(pk=acme_admin2.pk).is_active
+
+
+def test_a_staff_account_without_a_tenant_is_not_given_one_by_a_person(operator, acme_admin):
+    idle = User.objects.create(username="idle-staff", is_staff=True)  # at a shell: administers nothing
+    with acting_as(operator), pytest.raises(ControlChangeForbidden):
+        idle.tenant = acme_admin.tenant
+        idle.save()
+    assert User.objects.get(pk=idle.pk).tenant_id is None

@@ -139,8 +139,8 @@ def test_the_amount_is_judged_against_the_requesters_never_the_last_edit(api, re
                                                                            approver2):
     from tests.approvals.test_edit_race import _approvers
 
+    third = _approvers(people, 3)[2]  # an approver before the request: standing begun later never counts
     request = _refund_of_10(requester)
-    third = _approvers(people, 3)[2]
     # 10 -> 5 (approver1)
     hash1 = edit(api(approver1), request.pk, _args(request, amount="5"), request.arguments_hash).json()["arguments_hash"]
     # the requester's amount is kept for the next edits, not the last edit's
