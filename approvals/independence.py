@@ -22,6 +22,7 @@ NOT_MEMBER = "NOT_MEMBER"
 NO_STANDING = "NO_STANDING"
 GRANTED_BY_REQUESTER = "GRANTED_BY_REQUESTER"
 GRANTED_AFTER_REQUEST = "GRANTED_AFTER_REQUEST"
+KEY_HOLDER = "KEY_HOLDER"
 
 REASONS = {
     REQUESTER: "the requester never approves their own call / 申请人不能批准自己的调用",
@@ -32,6 +33,8 @@ REASONS = {
                            "/ 其审批资格由申请人提议或批准"),
     GRANTED_AFTER_REQUEST: ("their approve_tool standing began after the request was created "
                             "/ 其审批资格在申请创建之后才生效"),
+    KEY_HOLDER: ("the request was made by a service account whose key they administer or received: they "
+                 "may have asked for it themselves / 申请来自其可持有密钥的服务账号，视同申请人"),
 }
 
 

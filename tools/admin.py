@@ -413,8 +413,6 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
             with transaction.atomic():
                 return super().obj_perms_manage_user_view(request, object_pk, user_id)
         except DomainError as error:  # a refused grant (e.g. approve_tool to a service account)
-            if getattr(error, "admin_proposes", False):
-                raise  # dual control: the control plane's middleware proposes it instead
             return refused_response(self, request, error)
 
     def obj_perms_manage_group_view(self, request, object_pk, group_id):
@@ -426,8 +424,6 @@ class ToolAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdm
             with transaction.atomic():
                 return super().obj_perms_manage_group_view(request, object_pk, group_id)
         except DomainError as error:  # a refused grant (e.g. approve_tool to a group with a service account)
-            if getattr(error, "admin_proposes", False):
-                raise  # dual control: the control plane's middleware proposes it instead
             return refused_response(self, request, error)
 
 

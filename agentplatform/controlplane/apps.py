@@ -10,11 +10,12 @@ class ControlPlaneConfig(AppConfig):
     verbose_name = "Control plane / 控制面"
 
     def ready(self) -> None:
-        from agentplatform.controlplane import guards, receivers
+        from agentplatform.controlplane import credentials, guards, receivers
         from agentplatform.controlplane.standing import ProvenanceAssessor
         from approvals.independence import register_assessor
 
         receivers.connect()
         guards.connect()
+        credentials.connect()
         # approvals sits below the control plane: it asks the provenance of standing through this.
         register_assessor(ProvenanceAssessor())

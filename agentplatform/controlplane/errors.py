@@ -12,10 +12,8 @@ class ControlChangeRequired(DomainError):
     `guards.Gated` descriptions of what was attempted; the admin turns them into proposals."""
 
     code = "CONTROL_CHANGE_REQUIRED"
-    # Not a refusal to show on the form: the admin's ControlChangeMiddleware turns it into a
-    # proposal (admin_scope.refused_response lets such errors through).
-    admin_proposes = True
     http_status = 409
+    becomes_proposal = True  # the admin's refusal pages re-raise it (tenancy.admin_scope.refused_response)
 
     def __init__(self, gated: list[Any]) -> None:
         super().__init__("this change needs a second administrator: propose it as a control change "
@@ -54,3 +52,11 @@ class ControlChangeStale(Conflict):
     account, the policy was changed meanwhile ...): refused, nothing applied (HTTP 409)."""
 
     code = "CONTROL_CHANGE_STALE"
+
+
+class CredentialChangeRefused(PermissionDenied):
+    """Someone other than its owner set the password or the e-mail address of an account that
+    has signed in or holds approver or administrator standing (HTTP 403): whoever sets a
+    person's credential can act as them (agentplatform.controlplane.credentials)."""
+
+    code = "CREDENTIAL_CHANGE_REFUSED"

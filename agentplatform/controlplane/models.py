@@ -3,7 +3,8 @@ the provenance of every approver's standing.
 
 A **pending control change** is a change that would empower an approver (granting
 `tools.approve_tool` to a user or a group, adding a member to a group that holds it,
-re-activating an account that holds it) or loosen a HIGH/CRITICAL tool's effective policy. It
+re-activating an account that holds it), make an administrator (a second administrator would be
+the second person of every later change) or loosen a HIGH/CRITICAL tool's effective policy. It
 takes effect only when a second person approves it (agentplatform.controlplane.services).
 
 A **standing source** records, for each piece of an approver's standing (a direct grant, a group
@@ -31,6 +32,7 @@ class PendingControlChange(models.Model):
         REACTIVATION = "REACTIVATION", "re-activate an approver / 重新启用审批人"
         TOOL_POLICY = "TOOL_POLICY", "loosen a tool's global policy / 放宽工具全局策略"
         TENANT_POLICY = "TENANT_POLICY", "loosen a tenant's tool policy / 放宽租户工具策略"
+        ADMIN = "ADMIN", "make an administrator or operator / 设为管理员"
 
     class Status(models.TextChoices):
         PENDING = "PENDING"

@@ -114,7 +114,7 @@ def _lock(change_id: uuid.UUID | str) -> PendingControlChange:
 def _beneficiaries(change: PendingControlChange) -> set[int]:
     """Users the change would empower: they never decide it."""
     target = change.target
-    if change.kind in (Kind.USER_GRANT, Kind.MEMBERSHIP, Kind.REACTIVATION):
+    if change.kind in (Kind.USER_GRANT, Kind.MEMBERSHIP, Kind.REACTIVATION, Kind.ADMIN):
         return {target["user_id"]}
     if change.kind == Kind.GROUP_GRANT:
         return set(User.objects.filter(groups=target["group_id"]).values_list("pk", flat=True))
@@ -204,6 +204,18 @@ def _apply(change: PendingControlChange) -> None:
             raise _stale(f"{user.username} is already active")
         user.is_active = True
         user.save(update_fields=["is_active"])
+    elif change.kind == Kind.ADMIN:
+        fields = target["fields"]
+        user = User.objects.filter(pk=target["user_id"]).first()
+        if "is_superuser" not in fields:
+            user = _user_in_tenant(change, target["user_id"])
+        elif user is None or is_service_account(user):
+            raise _stale("the account no longer exists or is a service account")
+        if not user.is_active or any(getattr(user, name) for name in fields):
+            raise _stale(f"{user.username} changed since the proposal (inactive, or already has that status)")
+        for name in fields:
+            setattr(user, name, True)
+        user.save(update_fields=list(fields))
     elif change.kind == Kind.TOOL_POLICY:
         tool = Tool.objects.filter(pk=target["tool_id"]).first()
         if tool is None:

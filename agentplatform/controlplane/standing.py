@@ -7,7 +7,8 @@ pieces (and of the account's last re-activation), and came from every person who
 approved one of them (StandingSource). A piece without a record predates the record and counts
 as held since the beginning, from nobody known. A decision of the user counts toward a request
 when at least one path became effective before the request was created and none of its people
-is the requester.
+is the requester. A service account's requester is, for this, everyone who may hold its key
+(`key_holders`): an administrator who asks through an integration never approves it.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from django.db.models import Q
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from agentplatform.controlplane.models import StandingSource
+from agentplatform.tenancy.models import User
+from audit.models import AuditEvent
 from approvals import independence
 from approvals.independence import Eligibility
 
@@ -81,6 +84,37 @@ def paths_of(user, *, tool_id: int | None = None) -> list[Path]:
     return paths
 
 
+def _key_issues(**where) -> Q:
+    """The CREATED rows of API keys in the trail (the control-plane receivers write one per key,
+    naming its owner's username and, for a person acting, its issuer as the actor)."""
+    return Q(decision=AuditEvent.Decision.CONTROL_CHANGE, status="CREATED",
+             masked_arguments__object__type="api_token", **where)
+
+
+def key_holders(requester: User) -> frozenset[int]:
+    """People who may hold a key of `requester` when it is a service account (empty for a person):
+    its tenant's administrators and the platform operators now (they may issue one at any time),
+    and everyone the trail shows received one. A service account has no human owner: whoever holds
+    its key can ask in its name, so for independence they are its requester."""
+    if not requester.is_service_account:
+        return frozenset()
+    admins = User.objects.filter(Q(is_superuser=True) | Q(is_staff=True, tenant_id=requester.tenant_id))
+    issuers = AuditEvent.objects.filter(_key_issues(tenant_id=requester.tenant_id,
+                                                    masked_arguments__new__user=requester.username),
+                                        actor_id__isnull=False)
+    return frozenset(admins.values_list("pk", flat=True)) | frozenset(issuers.values_list("actor_id", flat=True))
+
+
+def _service_accounts_keyed_by(user: User) -> Q:
+    """A filter on ConfirmationRequest keeping the requests of service accounts `user` may hold a
+    key of (see key_holders)."""
+    if user.is_superuser or user.is_staff:
+        return Q(user__is_service_account=True)
+    names = AuditEvent.objects.filter(_key_issues(tenant_id=user.tenant_id), actor_id=user.pk) \
+        .values_list("masked_arguments__new__user", flat=True)
+    return Q(user__is_service_account=True, user__username__in=[n for n in names if n])
+
+
 class ProvenanceAssessor:
     """The assessor approvals.independence calls (installed by the app's ready())."""
 
@@ -89,6 +123,9 @@ class ProvenanceAssessor:
         paths = paths_of(user, tool_id=request.tool_id)
         if not paths:
             return independence.ineligible(independence.NO_STANDING)
+        requester = User.objects.filter(pk=request.user_id).first()
+        if requester is not None and user.pk in key_holders(requester):
+            return independence.ineligible(independence.KEY_HOLDER)
         created = request.created_at
         before = [p for p in paths if p.since is None or p.since < created]
         if any(request.user_id not in p.people for p in before):
@@ -108,4 +145,4 @@ class ProvenanceAssessor:
             if path.people:
                 condition &= ~Q(user_id__in=sorted(path.people))
             keep |= condition
-        return keep
+        return keep & ~_service_accounts_keyed_by(user)

@@ -19,6 +19,7 @@ from agentplatform.tenancy.admin_scope import (
     TenantScopedMixin,
     guard_m2m_changes,
     held_permissions,
+    refused_response,
     tenant_groups,
 )
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
@@ -183,7 +184,10 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
             self.message_user(request, f"{user.username} is a service account: it has no password and signs in "
                                        "with its API key only / 服务账号没有密码，只能用 API 密钥", messages.ERROR)
             return HttpResponseRedirect(reverse("admin:tenancy_user_change", args=[user.pk]))
-        return super().user_change_password(request, id, form_url)
+        try:
+            return super().user_change_password(request, id, form_url)
+        except DomainError as error:  # e.g. another person's credential (controlplane.credentials)
+            return refused_response(self, request, error)
 
     def save_related(self, request, form, formsets, change) -> None:
         """A user just moved to another tenant starts with no groups or permissions (tenancy.moves):

@@ -144,8 +144,6 @@ class TenantScopedAdminMixin(TenantScopedMixin):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except DomainError as error:
-            if getattr(error, "admin_proposes", False):
-                raise  # dual control: the control plane's middleware proposes it instead
             return refused_response(self, request, error)
 
     def get_list_filter(self, request: HttpRequest):
@@ -163,8 +161,14 @@ class TenantScopedAdminMixin(TenantScopedMixin):
 
 def refused_response(model_admin: Any, request: HttpRequest, error: DomainError) -> HttpResponseRedirect:
     """Show a domain error raised by an admin write as an error message and send the browser back
-    to the page it posted from (the write was rolled back). Returns the redirect."""
+    to the page it posted from (the write was rolled back). Returns the redirect. An error that
+    becomes a proposal (`becomes_proposal`, the control plane's CONTROL_CHANGE_REQUIRED) is raised
+    again instead, for the middleware that turns it into a pending change: shown as an error, the
+    administrator would have no way to propose the change from the admin at all."""
     from django.contrib import messages
+
+    if getattr(error, "becomes_proposal", False):
+        raise error
 
     model_admin.message_user(request, f"{error.message} [{error.code}]", messages.ERROR)
     return HttpResponseRedirect(request.get_full_path())

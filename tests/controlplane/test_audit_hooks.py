@@ -13,6 +13,7 @@ from django.urls import reverse
 from guardian.shortcuts import assign_perm, remove_perm
 
 from agentplatform.api.models import ApiKey
+from agentplatform.controlplane import guards
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.services import tenant_group_create
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
@@ -114,7 +115,8 @@ def test_membership_and_role_changes_are_audited(readers, mark, acme_admin, nobo
     with acting_as(acme_admin):
         nobody.groups.add(readers)
         readers.user_set.remove(nobody)          # the reverse side too
-        nobody.is_staff = True
+    with acting_as(acme_admin), guards.applying(object()):
+        nobody.is_staff = True                   # making an administrator is a control change: as applied
         nobody.save()
     added, removed, role = mark()
     assert (_details(added)["old"], _details(added)["new"]) == ({"groups": []}, {"groups": ["acme-readers"]})

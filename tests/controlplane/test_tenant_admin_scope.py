@@ -129,10 +129,17 @@ def test_tenant_admin_cannot_make_anyone_superuser_or_move_them_to_another_tenan
         assert fresh.tenant_id == acme_admin.tenant_id
 
 
-def test_tenant_admin_makes_a_member_tenant_admin_of_the_same_tenant_only(client, acme_admin, nobody):
+def test_tenant_admin_makes_a_member_tenant_admin_of_the_same_tenant_only(client, acme_admin, acme_admin2, nobody):
     client.force_login(acme_admin)
     response = client.post(admin_url(User, "change", nobody.pk), _user_form(nobody, is_staff="on"))
     assert response.status_code == 302
+    # a proposal (a second administrator would be the second person of every later change)
+    assert not User.objects.get(pk=nobody.pk).is_staff
+    from agentplatform.controlplane.models import PendingControlChange
+    from agentplatform.controlplane.services import control_change_approve
+
+    change = PendingControlChange.objects.get(kind="ADMIN", target__user_id=nobody.pk)
+    control_change_approve(change_id=change.pk, approver=acme_admin2)
     fresh = User.objects.get(pk=nobody.pk)
     assert fresh.is_staff and not fresh.is_superuser and fresh.tenant_id == acme_admin.tenant_id
 

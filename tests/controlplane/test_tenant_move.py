@@ -17,6 +17,9 @@ from agentplatform.api.models import ApiKey
 from agentplatform.api.services import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Run
+from agentplatform.controlplane.errors import ControlChangeRequired
+from agentplatform.controlplane.services import control_change_approve, control_change_propose
+from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import User
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
@@ -47,14 +50,18 @@ def _operator_moves(client, operator, user: User, tenant_id: int):
 
 @pytest.fixture
 def empowered(people, acme_admin):
-    """acme's requester, also made an approver of refund_order (directly, and through acme's
-    approvers group; applied from a shell, the path dual control lets through), with a key, a web
-    session and an open refund request."""
+    """acme's requester, also made an approver of refund_order by acme's administrator (directly,
+    and through acme's approvers group), with a key, a web session and an open refund request."""
     from django.contrib.auth.models import Group
 
     user = people["acme"]["requester"]
-    assign_perm("tools.approve_tool", user, Tool.objects.get(name="refund_order"))
-    user.groups.add(Group.objects.get(name="acme-approvers"))
+    # proposed by acme's administrator, approved by its second one (a person alone only proposes)
+    for attempt in (lambda: assign_perm("tools.approve_tool", user, Tool.objects.get(name="refund_order")),
+                    lambda: user.groups.add(Group.objects.get(name="acme-approvers"))):
+        with acting_as(acme_admin), pytest.raises(ControlChangeRequired) as refused, transaction.atomic():
+            attempt()
+        change = control_change_propose(proposer=acme_admin, gated=refused.value.gated[0])
+        control_change_approve(change_id=change.pk, approver=people["acme"]["admin2"])
     raw = api_token_issue(user=user)
     outcome = runtime.chat_send(user=user, message=f"Refund order {ACME_REFUND} because it arrived damaged")
     assert outcome.pending and outcome.pending[0].needs == "approvers"
