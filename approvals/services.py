@@ -400,7 +400,7 @@ def standing_approvals(request: ConfirmationRequest) -> list[Approval]:
     stand now: active, a person (never a service account), of the request's tenant, not its
     requester, holding `tools.approve_tool` on its tool, and independent of the request
     (approvals.independence: standing neither from the requester nor begun after the request was
-    created). DESIGN section 8: each counted approver's standing is evaluated again at consume
+    created). Each counted approver's standing is evaluated again at consume
     time. `request` needs `created_at`. Approvers are distinct by the
     `one_decision_per_approver_and_revision` constraint."""
     approvals = Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision) \
@@ -435,7 +435,7 @@ def confirmation_consume(
     quorum: int,
     risk: str,
     ttl_seconds: int,
-) -> None:
+) -> int:
     """Consume a CONFIRMED request with one compare-and-set (DESIGN step 7), then check that the
     decision it carries satisfies the policy in force now. Call inside the transaction that
     executes the call, so consumption and side effect commit (or roll back) together.
@@ -446,7 +446,8 @@ def confirmation_consume(
     `approve_tool`) raises ConfirmationRegated; DENY raises ConsumeRefused(POLICY_DENIED). A
     looser policy keeps what was already asked. A CONFIRMED request does not expire.
 
-    Returns nothing. Raises ConfirmationExpired when the request expired undecided, or
+    Returns the consumed request's revision (0: its arguments were never edited). Raises
+    ConfirmationExpired when the request expired undecided, or
     ConfirmationNotFound (code CONFIRMATION_INVALID) for any binding mismatch, a replay, or a
     request that is not CONFIRMED; ConfirmationRegated, ConsumeRefused as above.
     """
@@ -470,10 +471,10 @@ def confirmation_consume(
                                  revision=consumed["revision"], created_at=consumed["created_at"])
     needed_policy, needed_quorum = _required(stored, policy=policy, quorum=quorum)
     if needed_policy != Policy.APPROVERS:
-        return
+        return stored.revision
     standing = standing_approvals(stored) if stored.policy == Policy.APPROVERS else []
     if quorum_reached(standing, quorum=needed_quorum, revision=stored.revision):
-        return
+        return stored.revision
     counted = len(standing)
     if stored.policy != Policy.APPROVERS:
         cause = "APPROVERS_NOW"

@@ -422,7 +422,7 @@ class ToolCallingManager:
             code = request.outcome_code or "OK"
             result = (ToolResult.ok(None, "this call already ran") if code == "OK"
                       else ToolResult.failure(code, "this call already ran and failed"))
-        audit.hash, audit.masked = request.arguments_hash, request.masked_arguments
+        audit.hash, audit.masked, audit.revision = request.arguments_hash, request.masked_arguments, request.revision
         audit.note_edits()
         return audit.stop("IDEMPOTENT_HIT", result)
 
@@ -577,7 +577,7 @@ class ToolCallingManager:
                 # The rows this attempt writes name the process and the run lease it ran under.
                 audit.execution = {"holder": correlation.holder(), "lease": lease or None}
                 if confirmation_id is not None:
-                    approvals.confirmation_consume(
+                    audit.revision = approvals.confirmation_consume(
                         request_id=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
                         conversation_id=ctx.conversation_id, tool_name=spec.name, arguments_hash=audit.hash,
                         policy=policy.policy, quorum=policy.quorum, risk=policy.risk, ttl_seconds=policy.ttl_seconds,
@@ -710,11 +710,13 @@ class _CallAudit:
         self.owner, self.version = "", ""
         self.execution = None  # set once the execution passed its fence (AuditEvent.execution)
         self.edits: dict[str, Any] | None = None
+        self.revision: int | None = None  # of the consumed request, when known (0: never edited)
 
     def note_edits(self) -> None:
         """Name in this call's rows who edited it before it ran, beside the requester (the row's
-        actor): an approver's edit is part of what ran. Only for a call that consumed a request."""
-        if self.confirmation_id is not None:
+        actor): an approver's edit is part of what ran. Only for a call that consumed a request;
+        no query for one known to be unedited (the common case, on the governed call's path)."""
+        if self.confirmation_id is not None and self.revision != 0:
             self.edits = edit_provenance(request_id=self.confirmation_id)
 
     def tool(self, row: Tool) -> None:

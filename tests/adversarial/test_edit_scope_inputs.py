@@ -55,6 +55,10 @@ def test_any_amount_spelling_refunds_at_most_what_was_asked(api, requester, appr
     request = _refund_of_10(requester)
     response = _edit(api(approver1), request, {**request.arguments, "amount": amount})
     _held(request, response)
+    # whichever way it went: the same order, and never more than the requester's 10.00
+    after = ConfirmationRequest.objects.get(pk=request.pk)
+    assert after.arguments["order_id"] == SMALL_ORDER
+    assert Decimal(after.arguments["amount"]) <= Decimal("10.00")
 
 
 @pytest.mark.parametrize("order_id", [

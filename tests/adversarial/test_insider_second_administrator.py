@@ -14,6 +14,7 @@ from agentplatform.controlplane.services import control_change_approve, control_
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import User
 from tools.models import Tool
+from tests.adversarial.test_insider_credentials import _change_form
 
 Status = PendingControlChange.Status
 
@@ -24,23 +25,6 @@ def _grant_proposal(proposer: User, user: User) -> PendingControlChange:
         "USER_GRANT", user.tenant_id, {"user_id": user.pk, "tool_id": refund.pk}, {"approve_tool": False},
         {"approve_tool": True, "tool": "refund_order", "user": user.username},
         f"grant approve_tool on refund_order to {user.username}"))
-
-
-def _change_form_data(client, user: User, **changes) -> dict:
-    page = client.get(reverse("admin:tenancy_user_change", args=[user.pk]))
-    form = page.context["adminform"].form
-    data = {}
-    for name, field in form.fields.items():
-        value = form.initial.get(name, field.initial)
-        if name in ("groups", "user_permissions"):
-            data[name] = [getattr(v, "pk", v) for v in (value or [])]
-        elif isinstance(value, bool):
-            if value:
-                data[name] = "on"
-        elif value is not None and name not in ("password", "last_login", "date_joined"):
-            data[name] = value
-    data.update(changes)
-    return data
 
 
 def test_a_tenant_administrator_cannot_make_a_second_administrator_alone(client, acme_admin, nobody):
@@ -54,7 +38,7 @@ def test_a_tenant_administrator_cannot_make_a_second_administrator_alone(client,
 
     # when: it ticks "staff status" on it
     response = client.post(reverse("admin:tenancy_user_change", args=[shadow.pk]),
-                           _change_form_data(client, shadow, is_staff="on"))
+                           _change_form(client, shadow, is_staff="on"))
 
     # then: that is a proposal, not an administrator
     assert response.status_code == 302
