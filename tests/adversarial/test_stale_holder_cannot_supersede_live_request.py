@@ -1,3 +1,7 @@
+"""A cancelled run's stale holder cannot supersede a live request.
+
+When a run is stopped while its model call is in flight and the model then proposes a call on the
+same order, the stale holder does not supersede the live run's half-approved request."""
 from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import uuid
 from agentplatform.runtime import services

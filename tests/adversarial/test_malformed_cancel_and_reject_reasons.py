@@ -1,3 +1,7 @@
+"""Malformed reasons for cancelling a run or rejecting a request.
+
+A lone UTF-16 surrogate in the JSON body is answered with a JSON response below 500, and a number
+given as a reason is refused as INVALID_ARGUMENTS without cancelling the run."""
 from rest_framework.test import APIClient
 from agentplatform.runtime.models import Run
 from agentplatform.runtime import services

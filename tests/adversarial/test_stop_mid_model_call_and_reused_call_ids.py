@@ -1,4 +1,9 @@
-"""Batch 1: stale holder after cancel, duplicate tool_call_ids, recovery truthfulness."""
+"""A run stopped while the model is thinking, and a model that reuses one tool_call_id.
+
+A Stop that lands during a model call leaves no request open (PENDING or CONFIRMED) on the
+cancelled run, so approvers are never asked to decide for a run that is gone. When the untrusted
+model gives two calls of one turn the same id (two gated calls, or a read-only and a gated one),
+no decision is lost and every call id is answered exactly once."""
 from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import json
 

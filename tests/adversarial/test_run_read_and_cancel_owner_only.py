@@ -1,3 +1,8 @@
+"""Who may read or cancel a run: only the person who started it.
+
+An approver, a member or an approver of another tenant, another tenant's administrator, a platform
+operator and another tenant's staff all get 404 for the run, its cancel endpoint and its events;
+the run stays waiting."""
 from rest_framework.test import APIClient
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run

@@ -1,4 +1,7 @@
-"""Real threads on PostgreSQL: double-click confirm + sweep resume + recover; identical calls."""
+"""Concurrent confirms, resumes and approvals execute a call once, with real threads on PostgreSQL.
+
+A double-clicked confirm racing the recovery sweep's resume cancels the order once and answers
+each call id once; three approvers racing for a quorum of two refund once."""
 import json
 import uuid
 

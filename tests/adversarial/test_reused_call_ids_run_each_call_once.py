@@ -1,4 +1,7 @@
-"""Duplicate tool_call_ids proposed by the (untrusted) model."""
+"""A model that reuses one tool_call_id for two calls of a turn.
+
+Each call gets an id of its own, so confirming one of two gated calls voids neither and both run
+once; an ungated write that ran before the turn paused is not run again when the run resumes."""
 import json
 
 from pydantic import BaseModel, ConfigDict

@@ -1,7 +1,7 @@
-"""The first story of the issue, told through the pages and the API as acme-admin would, with the
-insider's later ideas: every step that would let one administrator approve alone fails where it
-should (keys: owner only; grants: a proposal; a second administrator: a proposal; an approver's
-password or address: refused)."""
+"""One tenant administrator cannot make or impersonate approvers alone, through the admin pages
+and the API: new accounts' approver grants and a second administrator become proposals that a
+second person decides, API keys are issued only to their owner, and an approver's password cannot
+be set by the administrator."""
 from __future__ import annotations
 
 from django.urls import reverse

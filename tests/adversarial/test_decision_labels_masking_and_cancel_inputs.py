@@ -1,4 +1,9 @@
-"""Approver views, run API `decisions`, cancel endpoint input handling."""
+"""What the decision views say, and what the run-cancel endpoint accepts.
+
+A CONFIRMED request waiting for its turn is not relabelled EXPIRED in the approvers' history; card
+numbers and tokens in reasons and comments are masked wherever a decision is shown (the run's
+`decisions`, its error message, the audit row); the cancel endpoint answers malformed bodies,
+unknown or foreign ids, finished runs and wrong content types with a JSON error, never a 500."""
 import datetime
 import uuid
 

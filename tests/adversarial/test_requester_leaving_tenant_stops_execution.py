@@ -1,4 +1,7 @@
-"""The requester left the tenant between confirming and the consume."""
+"""The requester leaves the tenant between confirming and the consume.
+
+A call the requester confirmed while a member does not execute in the old tenant once they have
+moved to another one, even when the approvers' decision later resumes the run."""
 
 from agentplatform.runtime import services
 from agentplatform.tenancy.models import User

@@ -1,4 +1,8 @@
-"""Supersede across users of one tenant; stale permission cache within one run."""
+"""Supersession across users of one tenant, and a permission revoked in the middle of a run.
+
+Another user's request for the same order never ends my half-approved request; a permission (and
+the account's activity) revoked between two model calls of one run is in force for the next call:
+the tool is no longer offered and no confirmation is minted."""
 from agentplatform.llm import client as llm_client  # the loop calls the model through it
 import json
 import uuid

@@ -1,4 +1,7 @@
-"""Real threads on PostgreSQL: run cancel racing a decision."""
+"""Cancelling a run while a decision commits, with real threads on PostgreSQL.
+
+Whether the cancel races the approval that completes the quorum or the requester's confirm, a run
+that ends (cancelled, failed or completed) never leaves its request open."""
 import time
 import uuid
 

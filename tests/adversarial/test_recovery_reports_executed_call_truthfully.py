@@ -1,4 +1,7 @@
-"""Recovery after a worker died between the consuming commit and saving the run state."""
+"""Recovery after a worker died between the consuming commit and saving the run's state.
+
+The call did run; when an operator then disables or denies the tool, the recovered run still
+tells the model the truth (the call succeeded) instead of reporting it as refused."""
 import datetime
 import json
 

@@ -1,9 +1,12 @@
-"""A supersede switches the request's correlation to the victim's run."""
+"""An error body names only the caller's own run.
+
+When one user's request collides with another user's waiting request in the same tenant, the error
+the API returns never carries the other user's run id."""
 
 from guardian.shortcuts import remove_perm
 from rest_framework.test import APIClient
 
-from tests.adversarial.test_a6 import _clone_requester
+from tests.adversarial.test_supersede_across_users_and_revoked_permission import _clone_requester
 from tests.tools.support import REFUND_ORDER
 from tools.models import Tool
 
