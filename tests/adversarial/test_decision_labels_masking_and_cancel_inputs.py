@@ -2,8 +2,9 @@
 
 A CONFIRMED request waiting for its turn is not relabelled EXPIRED in the approvers' history; card
 numbers and tokens in reasons and comments are masked wherever a decision is shown (the run's
-`decisions`, its error message, the audit row); the cancel endpoint answers malformed bodies,
-unknown or foreign ids, finished runs and wrong content types with a JSON error, never a 500."""
+`decisions`, its error message, the audit row); the cancel endpoint answers odd bodies (huge,
+null, a list, a NUL), unknown or foreign ids, finished runs and malformed JSON with a JSON error,
+never a 500."""
 import datetime
 import uuid
 
