@@ -115,7 +115,7 @@ def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
     """INSERT one AuditEvent row chained to its tenant's previous event; returns (seq, prev, hash).
 
     values: attribute name -> Python value for every concrete column but the chain columns
-    (`audit.events.record` builds them; `tenant_id` is required). The row and the head advance
+    (`audit.events._write` builds them; `tenant_id` is required). The row and the head advance
     commit or roll back together; outside a transaction they are made one. Raises DatabaseError
     (IntegrityError, ...) when the write fails: the caller fails closed.
     """

@@ -15,7 +15,6 @@ from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import is_platform_operator
 from agentplatform.text import storable_text
 from audit import events
-from audit.models import AuditEvent
 from mcp_sources import specs
 from mcp_sources.client import Listing, McpUnavailable, RemoteTool, ServerConfig, list_tools
 from mcp_sources.models import McpServer, McpTool
@@ -92,7 +91,7 @@ def _tenants(server: McpServer) -> list[int]:
 def _audit(server: McpServer, *, tool_name: str, status: str, message: str, details: dict,
            actor_id: int | None = None, owner: str = "", version: str = "") -> None:
     for tenant_id in _tenants(server):
-        events.record(tenant_id=tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status=status,
+        events.control_change_recorded(tenant_id=tenant_id, status=status,
                       actor_id=actor_id, tool_name=tool_name, tool_owner=owner, tool_version=version,
                       masked_arguments={"object": {"type": "mcp_tool", "id": tool_name}, "server": server.name,
                                         **details},

@@ -14,7 +14,7 @@ still have to be passed in from Python. What signals do not see: `QuerySet.updat
 `bulk_create()` on these models, and raw SQL; no code of ours uses those on control-plane models
 (tests/controlplane/test_audit_hooks.py guards the paths we use).
 
-Rows are written through `audit.events.record` (the one writer of AuditEvent), never raw ORM.
+Rows are written through `audit.events.control_change_recorded`, never raw ORM.
 """
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def control_change(*, kind: str, verb: str, ident: str, tenants: list[int], old:
     details = {"object": {"type": kind, "id": ident}, "old": old, "new": new,
                "actor_role": _actor_role(actor),
                "scope": "platform" if len(tenants) != 1 else "tenant"}
-    return [events.record(tenant_id=tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status=verb,
+    return [events.control_change_recorded(tenant_id=tenant_id, status=verb,
                           actor_id=getattr(actor, "pk", None), tool_name=tool_name, masked_arguments=details,
                           message=message)
             for tenant_id in tenants]

@@ -161,7 +161,7 @@ def test_group_created_by_a_tenant_admin_is_audited_in_their_tenant(client, mark
 
 
 def test_the_change_and_its_audit_row_commit_or_fail_together(mark, requester):
-    with mock.patch("agentplatform.controlplane.receivers.events.record", side_effect=DatabaseError("audit down")):
+    with mock.patch("agentplatform.controlplane.receivers.events.control_change_recorded", side_effect=DatabaseError("audit down")):
         with pytest.raises(DatabaseError), transaction.atomic():
             tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name="refund_order", enabled=False)
     assert TenantToolPolicy.objects.get(tenant_id=requester.tenant_id, tool__name="refund_order").enabled is True
