@@ -1,4 +1,4 @@
-"""Admin of the audit trail: viewable, never added, changed or deleted (append-only, DESIGN section 8).
+"""Admin of the audit trail: viewable, never added, changed or deleted (the trail is append-only).
 
 `ReadOnlyAdminMixin` is reused by the other apps' evidence admins (audit sits at the bottom, so
 every app may import it).
