@@ -15,7 +15,7 @@ from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import TenantModelQuota
 from approvals import services as approvals
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.tasks import deliver_webhook
+from notifications.delivery import deliver_webhook
 from tools.models import Tool
 
 

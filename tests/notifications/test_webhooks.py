@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from approvals import services as approvals
 from notifications import signing
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.tasks import deliver_webhook
+from notifications.delivery import deliver_webhook
 from notifications.urlcheck import validate_webhook_url
 
 pytestmark = pytest.mark.django_db
