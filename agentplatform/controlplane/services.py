@@ -2,10 +2,10 @@
 (docs/roles.md, "Trust model").
 
 Each top-level service is one durable transaction that also writes its CONTROL_CHANGE audit row
-(through `receivers.control_change`, the writer of every control-plane row); a refusal is audited
+(through `receivers.changes.control_change`, the writer of every control-plane row); a refusal is audited
 after its transaction rolled back. The change itself is applied through the ordinary models
 (guardian's `assign_perm`, the m2m manager, `save()`), so the control-plane audit receivers and
-the guards see it like any other write; `guards.applying(change)` lets it through.
+the guards see it like any other write; `guards.gate.applying(change)` lets it through.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from django.db import IntegrityError, transaction
 from guardian.shortcuts import assign_perm
 
 from agentplatform import clock
-from agentplatform.controlplane import guards
 from agentplatform.controlplane.errors import (
     ControlChangeAlreadyDecided,
     ControlChangeExpired,
@@ -28,8 +27,10 @@ from agentplatform.controlplane.errors import (
     ControlChangeNotFound,
     ControlChangeStale,
 )
-from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.guards.gate import Gated, applying
+from agentplatform.controlplane.guards.grants import group_tenant_id
 from agentplatform.controlplane.models import PendingControlChange
+from agentplatform.controlplane.receivers.changes import control_change
 from agentplatform.errors import DomainError
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import Tenant, User
@@ -54,8 +55,6 @@ def _tenants(change: PendingControlChange) -> list[int]:
 def _audit(change: PendingControlChange, *, verb: str, old: dict | None = None, new: dict | None = None) -> None:
     """One CONTROL_CHANGE row per tenant concerned, object "control_change", status = verb
     (PROPOSED, APPLIED, REJECTED, EXPIRED, REFUSED)."""
-    from agentplatform.controlplane.receivers import control_change
-
     details_old = {"kind": change.kind, "state": change.old_state, **(old or {})}
     details_new = {"kind": change.kind, "state": change.new_state, "proposed_by": change.proposed_by.username,
                    "decided_by": change.decided_by.username if change.decided_by_id else None,
@@ -73,7 +72,7 @@ def _may_administer(user: Any, tenant_id: int | None) -> bool:
 
 @transaction.atomic(durable=True)
 def control_change_propose(*, proposer: User, gated: Gated) -> PendingControlChange:
-    """Record `gated` (what a person attempted; guards.Gated) as a PENDING change proposed by
+    """Record `gated` (what a person attempted; guards.gate.Gated) as a PENDING change proposed by
     `proposer`, expiring after CONTROL_CHANGE_TTL_HOURS; audited PROPOSED. Nothing is applied.
 
     An identical change already pending is returned as it is (one pending change per target).
@@ -165,7 +164,7 @@ def _group_of(change: PendingControlChange, group_id: int) -> Group:
     group = Group.objects.filter(pk=group_id).first()
     if group is None:
         raise _stale("the group no longer exists")
-    if guards.group_tenant_id(group_id) != change.tenant_id:
+    if group_tenant_id(group_id) != change.tenant_id:
         raise _stale(f"group {group.name} no longer belongs to the tenant the change was proposed for")
     return group
 
@@ -253,7 +252,7 @@ def _approve(*, change_id, approver: User, comment: str) -> PendingControlChange
     change.decided_at = clock.now()
     change.decision_reason = comment[:500]
     change.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
-    with acting_as(approver), guards.applying(change):
+    with acting_as(approver), applying(change):
         try:
             _apply(change)
         except DjangoValidationError as error:
@@ -283,8 +282,6 @@ def _audit_refusal(change_id, actor: User, error: DomainError) -> None:
     change = PendingControlChange.objects.filter(pk=change_id).select_related("proposed_by").first()
     if change is None or (actor.tenant_id is not None and change.tenant_id != actor.tenant_id):
         return  # another tenant's (or a platform-wide) change: nothing of it crosses into a trail
-    from agentplatform.controlplane.receivers import control_change
-
     with acting_as(actor):
         control_change(kind="control_change", verb="DENIED", ident=str(change.pk), tenants=_tenants(change),
                        old=None, new={"code": error.code, "message": error.message, "summary": change.summary})
