@@ -1,5 +1,5 @@
-"""Audit rows are never updated or deleted by the application; PostgreSQL refuses it too (DESIGN
-section 8; audit.models, migration 0003)."""
+"""Audit rows are never updated or deleted by the application; PostgreSQL refuses it too
+(audit.models, migration 0003)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""The tamper-evident audit trail (issue 9, item 11): a hash chain per tenant, `audit_verify`,
+"""The tamper-evident audit trail: a hash chain per tenant, `audit_verify`,
 TRUNCATE refused, chain writes correct under concurrent inserts."""
 from __future__ import annotations
 
