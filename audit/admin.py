@@ -5,6 +5,8 @@ every app may import it).
 """
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin
 
 from agentplatform.endpoint_redaction import recorded_event_shown
@@ -66,7 +68,5 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
 
     @admin.display(description="masked arguments")
     def masked_arguments_shown(self, obj: AuditEvent) -> str:
-        import json
-
         shown = recorded_event_shown(obj.masked_arguments, obj.message)[0]
         return json.dumps(shown, ensure_ascii=False, sort_keys=True) if shown is not None else "-"

@@ -7,10 +7,8 @@ importing the remote call, which itself starts discovery.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tools.registry import ToolSpec
+from tools.registry import ToolSpec
 
 # How long a built spec is reused without reading its row again (seconds). Whether the tool is
 # enabled is read live with the offered set; only its schema may be this old, and a call checks
