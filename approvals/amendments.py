@@ -38,8 +38,8 @@ from approvals.errors import (
     ReasonRequired,
 )
 from approvals.models import Approval, ConfirmationRequest
-from approvals.services import (_audit_request, _guarded, _require_open, _settle, refuse_service_account,
-                                 require_independent)
+from approvals.services import _guarded, _require_open, _settle, refuse_service_account, require_independent
+from audit import events
 
 Status = ConfirmationRequest.Status
 
@@ -136,9 +136,9 @@ def _edit(*, actor, request_id: uuid.UUID, arguments: Any, base_arguments_hash: 
     Approval.objects.create(request=request, approver=actor, decision=Approval.Decision.EDIT, comment=comment,
                             revision=revision, arguments_hash=binding.arguments_hash, changes=changes)
     said = f"; comment: {comment[:200]}" if comment else ""
-    _audit_request(request, decision="EDITED", actor_id=actor.pk, status=f"REVISION_{revision}",
-                   message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
-                            + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
+    events.request_edited(request, actor_id=actor.pk, status=f"REVISION_{revision}",
+                          message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
+                                   + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
     # No confirmation here: the edit is its author's approval, never enough alone (quorum_reached).
     return request
 
@@ -180,7 +180,7 @@ def _respond(*, actor, request_id: uuid.UUID, guidance: str) -> ConfirmationRequ
     update_row(ConfirmationRequest, request.pk, {
         "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": request.decision_reason,
         "outcome_code": request.outcome_code, "token_hash": None})
-    _audit_request(request, decision="RESPONDED", actor_id=actor.pk, message=guidance[:500])
+    events.request_responded(request, actor_id=actor.pk, message=guidance[:500])
     _settle(request)
     return request
 
@@ -215,7 +215,7 @@ def _withdraw(*, actor, request_id: uuid.UUID, reason: str) -> ConfirmationReque
     update_row(ConfirmationRequest, request.pk, {
         "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": reason,
         "outcome_code": "WITHDRAWN", "token_hash": None})  # the token is void from now on
-    _audit_request(request, decision="WITHDRAWN", actor_id=actor.pk, message=reason)
+    events.request_withdrawn(request, actor_id=actor.pk, message=reason)
     _settle(request)
     return request
 

@@ -83,36 +83,18 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _audit_request(request: ConfirmationRequest, *, decision: str, actor_id: int | None, status: str = "",
-                   message: str = "") -> None:
-    events.record(
-        tenant_id=request.tenant_id,
-        actor_id=actor_id,
-        decision=decision,
-        tool_name=request.tool_name,
-        status=status or request.status,
-        policy_decision=request.policy,
-        conversation_id=request.conversation_id,
-        run_id=request.run_id,
-        tool_call_id=request.tool_call_id,
-        arguments_hash=request.arguments_hash,
-        masked_arguments=request.masked_arguments,
-        confirmation_id=request.id,
-        message=message,
-    )
-
-
 def _audit_refusal(*, actor, error: DomainError, request_id: uuid.UUID | None = None) -> None:
     """Audit a refused decision after its transaction rolled back. Unknown ids carry no tool."""
     request = None
     if request_id is not None and actor.tenant_id is not None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=actor.tenant_id).first()
     if request is not None:
-        _audit_request(request, decision="REFUSED", actor_id=actor.pk, status=error.code, message=error.message)
+        events.request_refused(request, actor_id=actor.pk, status=error.code, message=error.message)
     elif actor.tenant_id is not None:
         # An unknown id or token can be tried at will: sampled, not one row per attempt (item 8 of issue 9).
-        events.record_sampled(group=f"refused:{actor.tenant_id}:{actor.pk}:{error.code}", tenant_id=actor.tenant_id,
-                              actor_id=actor.pk, decision="REFUSED", status=error.code, message=error.message)
+        events.unknown_request_refused(group=f"refused:{actor.tenant_id}:{actor.pk}:{error.code}",
+                                       tenant_id=actor.tenant_id, actor_id=actor.pk, status=error.code,
+                                       message=error.message)
 
 
 def _needs_approvers(request: ConfirmationRequest) -> None:
@@ -239,10 +221,10 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
     now = clock.now()
     if cancel:
         changes = {"status": Status.CANCELLED, "decided_at": now, "decision_reason": "declined by the requester"}
-        decision = "CANCELLED"
+        audit_event = events.request_cancelled
     else:
         changes = {"status": Status.CONFIRMED, "confirmed_at": now, "decided_at": now}
-        decision = "CONFIRMED"
+        audit_event = events.request_confirmed
     changes["decided_by"] = actor.pk
     # The decision is one compare-and-set on an open request (PENDING, not expired), which also
     # reads the row it changed (issue 11: no lock read before it). When it matches nothing, the
@@ -259,7 +241,7 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
         update_row(ConfirmationRequest, request.pk, changes)  # open after all (the clock moved): decide it
         for name, value in changes.items():
             setattr(request, "decided_by_id" if name == "decided_by" else name, value)
-    _audit_request(request, decision=decision, actor_id=actor.pk)
+    audit_event(request, actor_id=actor.pk)
     _settle(request)
     return request
 
@@ -339,7 +321,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
         request.confirmed_at = request.decided_at = now
         request.decided_by = actor
     request.save(update_fields=["status", "confirmed_at", "decided_at", "decided_by", "decision_reason"])
-    _audit_request(request, decision="APPROVED" if approve else "REJECTED", actor_id=actor.pk, message=comment[:200])
+    (events.request_approved if approve else events.request_rejected)(request, actor_id=actor.pk, message=comment[:200])
     if request.status != Status.PENDING:
         _settle(request)
     return request
@@ -504,8 +486,8 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     if changed != 1:
         return None
     request = ConfirmationRequest.objects.get(pk=request_id)
-    _audit_request(request, decision="CONFIRMATION_REQUIRED", actor_id=None, status="REGATED",
-                   message=regate.told())
+    events.request_regated(request, actor_id=None, status="REGATED",
+                           message=regate.told())
     _needs_approvers(request)
     return request
 
@@ -539,7 +521,7 @@ def confirmation_refuse(*, request_id: uuid.UUID, code: str, message: str, tenan
     if changed != 1:
         return False
     request = ConfirmationRequest.objects.get(pk=request_id)
-    _audit_request(request, decision="REFUSED", actor_id=None, status=code, message=message)
+    events.request_refused(request, actor_id=None, status=code, message=message)
     return True
 
 
@@ -596,8 +578,8 @@ def confirmations_supersede(*, request: ConfirmationRequest) -> list[uuid.UUID]:
         if changed != 1:
             continue
         old.status = Status.SUPERSEDED
-        _audit_request(old, decision="CANCELLED", actor_id=None, status="SUPERSEDED",
-                       message=f"superseded by request {request.pk}")
+        events.request_cancelled(old, actor_id=None, status="SUPERSEDED",
+                                 message=f"superseded by request {request.pk}")
         _settle(old)
         superseded.append(old.pk)
     return superseded
@@ -627,7 +609,7 @@ def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: i
         if changed != 1:
             continue
         request.status = Status.EXPIRED
-        _audit_request(request, decision="EXPIRED", actor_id=None)
+        events.request_expired(request, actor_id=None)
         _settle(request)
         expired.append(request.pk)
     return expired
@@ -666,7 +648,7 @@ def _cancel_open(*, where: dict[str, Any], actor_id: int | None, reason: str, ou
         if changed != 1:
             continue
         request.status = Status.CANCELLED
-        _audit_request(request, decision="CANCELLED", actor_id=actor_id, status=outcome, message=reason)
+        events.request_cancelled(request, actor_id=actor_id, status=outcome, message=reason)
         cancelled.append(request.pk)
     return cancelled
 

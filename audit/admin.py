@@ -1,9 +1,11 @@
-"""Admin of the audit trail: viewable, never added, changed or deleted (append-only, DESIGN section 8).
+"""Admin of the audit trail: viewable, never added, changed or deleted (the trail is append-only).
 
 `ReadOnlyAdminMixin` is reused by the other apps' evidence admins (audit sits at the bottom, so
 every app may import it).
 """
 from __future__ import annotations
+
+import json
 
 from django.contrib import admin
 
@@ -66,7 +68,5 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdm
 
     @admin.display(description="masked arguments")
     def masked_arguments_shown(self, obj: AuditEvent) -> str:
-        import json
-
         shown = recorded_event_shown(obj.masked_arguments, obj.message)[0]
         return json.dumps(shown, ensure_ascii=False, sort_keys=True) if shown is not None else "-"

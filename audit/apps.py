@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
+
+from audit.chain import register_sqlite_functions
 
 
 class AuditConfig(AppConfig):
@@ -6,8 +9,4 @@ class AuditConfig(AppConfig):
     verbose_name = "Audit trail"
 
     def ready(self) -> None:
-        from django.db.backends.signals import connection_created
-
-        from audit.chain import register_sqlite_functions
-
         connection_created.connect(register_sqlite_functions, dispatch_uid="audit_chain_sqlite")

@@ -2,7 +2,7 @@
 
 Why: the application's database role (or whoever owns the tables) can disable triggers, edit,
 delete or reorder rows. The chain does not prevent that; it makes it *visible*: `python manage.py
-audit_verify` recomputes every link and names the first row that no longer fits (issue 9, item 11).
+audit_verify` recomputes every link and names the first row that no longer fits.
 
 The link of one event (all hex SHA-256, UTF-8):
 
@@ -35,10 +35,19 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from django.apps import apps
 from django.db import connection, transaction
+
+from agentplatform.db import _column_values
 
 CHAIN_FIELDS = ("chain_seq", "prev_hash", "row_hash")
 _SQL_CACHE: dict[tuple, str] = {}
+
+
+def _event_model():
+    """The AuditEvent model, from Django's app registry: `audit.models` writes its rows through this
+    module (AuditEvent.save), so this module does not import it back."""
+    return apps.get_model("audit", "AuditEvent")
 
 
 def _plain(value: Any) -> Any:
@@ -67,10 +76,8 @@ def canonical_json(values: dict[str, Any]) -> str:
     be stored; chain columns are ignored. Returns compact, key-sorted JSON text. Raises ValueError
     for NaN/infinite floats (PostgreSQL could not store them either).
     """
-    from audit.models import AuditEvent
-
     body: dict[str, Any] = {}
-    for field in AuditEvent._meta.concrete_fields:
+    for field in _event_model()._meta.concrete_fields:
         if field.attname in CHAIN_FIELDS or field.attname not in values:
             continue
         value = values[field.attname]
@@ -115,13 +122,11 @@ def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
     """INSERT one AuditEvent row chained to its tenant's previous event; returns (seq, prev, hash).
 
     values: attribute name -> Python value for every concrete column but the chain columns
-    (`audit.events.record` builds them; `tenant_id` is required). The row and the head advance
+    (`audit.events._write` builds them; `tenant_id` is required). The row and the head advance
     commit or roll back together; outside a transaction they are made one. Raises DatabaseError
     (IntegrityError, ...) when the write fails: the caller fails closed.
     """
-    from agentplatform.db import _column_values
-    from audit.models import AuditEvent
-
+    AuditEvent = _event_model()
     body = body_digest(values)
     tenant_id = values["tenant_id"]
     columns, params = _column_values(AuditEvent, {k: v for k, v in values.items() if k not in CHAIN_FIELDS},
@@ -174,8 +179,7 @@ class ChainReport:
 
 
 def _rows(tenant_id: int) -> Iterator[dict[str, Any]]:
-    from audit.models import AuditEvent
-
+    AuditEvent = _event_model()
     names = [f.attname for f in AuditEvent._meta.concrete_fields]
     # Chained rows by chain_seq; rows without one (written around the chain) come last.
     query = AuditEvent.objects.filter(tenant_id=tenant_id).order_by("chain_seq", "id").values(*names)
@@ -190,9 +194,7 @@ def verify_tenant(tenant) -> ChainReport:
     hash (rows reordered or inserted), a hash that does not match the row's content (row edited);
     after the last row, a head ahead of it (the newest rows deleted). Returns a ChainReport.
     """
-    from audit.models import AuditChainHead
-
-    head = AuditChainHead.objects.filter(tenant_id=tenant.pk).values("seq", "hash").first() or {"seq": 0, "hash": ""}
+    head = apps.get_model("audit", "AuditChainHead").objects.filter(tenant_id=tenant.pk).values("seq", "hash").first() or {"seq": 0, "hash": ""}
     expected_seq, prev_hash, count = 1, "", 0
 
     def report(problem: str = "") -> ChainReport:

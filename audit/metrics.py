@@ -1,8 +1,8 @@
-"""Prometheus metrics of seed 002 section 37 ("production observation metrics"), fed by the audit
-writer (every audited decision) and the tool pipeline (every governed call).
+"""Prometheus metrics for watching the platform in production, fed by the audit writer (every
+audited decision) and the tool pipeline (every governed call).
 
-Names are section 37's, prefixed `agentplatform_`; prometheus-client adds `_total` to counters
-on exposition (`agentplatform_tool_execution_count_total`). Labels are section 37's dimensions:
+Names are prefixed `agentplatform_`; prometheus-client adds `_total` to counters
+on exposition (`agentplatform_tool_execution_count_total`). Labels are the dimensions operators slice by:
 tool, model, tenant, scenario and prompt version. Rates are not stored: success and failure are
 counters and a dashboard divides them (`rate(..._success_rate_total) / rate(..._execution_count_total)`),
 which is what the HELP text says.
@@ -67,7 +67,7 @@ LOOP_ITERATIONS = Histogram(
     "agentplatform_tool_loop_iteration_count", "Model calls per finished run", list(RUN_DIMENSIONS),
     buckets=(1, 2, 3, 4, 6, 8, 12),
 )
-# Every audited decision, by tool, decision and status code (kept from before issue 12).
+# Every audited decision, by tool, decision and status code (the older, tool-level counter; dashboards use it).
 TOOL_DECISIONS = Counter(
     "agentplatform_tool_decisions_total", "Audited decisions on tool calls", ["tool", "decision", "status"]
 )
@@ -101,7 +101,7 @@ def _labels(*, tool_name: str, tenant_id: int | str | None) -> dict[str, str]:
 
 
 def audit_decision(*, tool_name: str, decision: str, status: str, tenant_id: int | str | None = None) -> None:
-    """Count one audited decision in TOOL_DECISIONS and in the section-37 counter it stands for.
+    """Count one audited decision in TOOL_DECISIONS and in the execution counter it stands for.
 
     decision: an AuditEvent.Decision value; status: the stable result code (ToolResult.code) or
     the confirmation request's status.

@@ -1,4 +1,4 @@
-"""Append-only audit events: one row per decision on a tool call (seed 002 section 19).
+"""Append-only audit events: one row per decision on a tool call, confirmation, approval or control change.
 
 The application never updates or deletes a row: `save()` on an existing row, `delete()`
 and queryset `update()`/`delete()` raise AuditImmutable. On PostgreSQL a trigger
@@ -12,6 +12,9 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+from audit.chain import CHAIN_FIELDS, insert_chained
 
 
 class AuditImmutable(Exception):
@@ -49,8 +52,8 @@ class AuditEvent(models.Model):
         CONSUMED = "CONSUMED"
         REFUSED = "REFUSED"
         RECOVERED = "RECOVERED"
-        # Issue 13 items 3 and 6: an approver edited the arguments (old -> new hash in the message),
-        # answered with guidance for the model, or the requester withdrew the request.
+        # An approver edited the arguments (old -> new hash in the message), answered with guidance
+        # for the model, or the requester withdrew the request.
         EDITED = "EDITED"
         RESPONDED = "RESPONDED"
         WITHDRAWN = "WITHDRAWN"
@@ -108,13 +111,9 @@ class AuditEvent(models.Model):
     def save(self, *args, **kwargs) -> None:
         """Insert once, chained (audit.chain.insert_chained). Raises AuditImmutable for any attempt
         to save an existing row."""
-        from audit.chain import CHAIN_FIELDS, insert_chained
-
         if not self._state.adding:
             raise AuditImmutable("audit events are append-only")
         if self.occurred_at is None:
-            from django.utils import timezone
-
             self.occurred_at = timezone.now()
         values = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields
                   if f.attname not in CHAIN_FIELDS}

@@ -7,8 +7,7 @@ from django.db.models import QuerySet
 
 from audit.models import AuditEvent
 
-# The decision of a control-plane change (issue 9, item 5: written by agentplatform.controlplane).
-CONTROL_CHANGE = "CONTROL_CHANGE"
+CONTROL_CHANGE = AuditEvent.Decision.CONTROL_CHANGE  # written by agentplatform.controlplane
 
 
 def audit_events_for(

@@ -6,7 +6,7 @@ Three ways of writing the same audit row, interleaved per iteration, each commit
 - unchained: `agentplatform.db.insert_row(AuditEvent, ...)`, the hot path before the chain (one
   INSERT). Its rows go to a tenant of their own, `bench-unchained`, whose chain therefore does
   not verify (`audit_verify` reports it; the bench database is not a trail to keep);
-- chained: `audit.events.record(...)`, the hot path now (one statement: head upsert + INSERT);
+- chained: `audit.events.tool_call_decided(...)`, the hot path now (one statement: head upsert + INSERT);
 - chained inside a transaction that also writes one other row (the shape of a governed call: the
   audit row joins the business transaction, so the head lock is held until its COMMIT).
 
@@ -62,13 +62,13 @@ def main() -> int:
                                 if f.attname not in CHAIN_FIELDS})
 
     def chained_write():
-        events.record(tenant_id=user.tenant_id, actor_id=user.pk, **row)
+        events.tool_call_decided(tenant_id=user.tenant_id, actor_id=user.pk, **row)
 
     def chained_in_transaction():
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1 FROM tenancy_tenant WHERE id = %s FOR UPDATE", [user.tenant_id])
-            events.record(tenant_id=user.tenant_id, actor_id=user.pk, **row)
+            events.tool_call_decided(tenant_id=user.tenant_id, actor_id=user.pk, **row)
 
     scenarios = {"unchained INSERT (before)": unchained_write, "chained record() (now)": chained_write,
                  "chained, in a 2-statement transaction": chained_in_transaction}

@@ -190,7 +190,7 @@ def breakdown(scenario, *, iterations: int, offset: int) -> dict[str, float]:
         for owner, name, bucket in (
             (manager_module, "offered_tools", "resolve: offered_tools (tenant policy, guardian use_tool)"),
             (services, "orders_list", "business function orders_list (2 SELECTs)"),
-            (events, "record", "audit: AuditEvent INSERT"),
+            (events, "tool_call_decided", "audit: AuditEvent INSERT"),
             (manager_module, "idempotency_execute", "idempotency: claim INSERT + result UPDATE"),
             (connection, "commit", "COMMIT (WAL flush to disk)"),
             (connection, "savepoint", "SAVEPOINT / RELEASE round trips"),

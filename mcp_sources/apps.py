@@ -7,6 +7,8 @@ class McpSourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: these modules import models, which load only once the
+        # app registry is ready.
         from mcp_sources import specs
         from mcp_sources.models import tool_enable_refusal
         from tools.models import add_enable_guard

@@ -1,4 +1,4 @@
-"""A circuit breaker per MCP server (issue 14 item 4), kept in the Django cache so every process
+"""A circuit breaker per MCP server, kept in the Django cache so every process
 sharing the cache (CACHE_URL, Redis in production) sees the same state; with the default
 per-process cache each process keeps its own.
 

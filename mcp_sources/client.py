@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 
 import anyio
+import httpx2
+from django.core.cache import cache
 
 from mcp_sources.schema import definition_hash
 
@@ -108,15 +110,11 @@ async def _access_token(config: ServerConfig, *, fresh: bool = False) -> str:
     """An access token for the server (OAuth 2.0 client credentials grant, RFC 6749 section 4.4),
     cached in the Django cache until 30 seconds before it expires and fetched again then (or when
     `fresh`, after a 401). Raises McpUnavailable when the token endpoint refuses."""
-    from django.core.cache import cache
-
     key = _token_cache_key(config)
     if not fresh:
         token = await asyncio.to_thread(cache.get, key)
         if token:
             return token
-    import httpx2
-
     data = {"grant_type": "client_credentials"}
     if config.oauth_scopes:
         data["scope"] = config.oauth_scopes
@@ -139,6 +137,9 @@ async def _access_token(config: ServerConfig, *, fresh: bool = False) -> str:
 @asynccontextmanager
 async def _session(config: ServerConfig, on_list_changed: Callable[[], None]) -> AsyncIterator[Any]:
     """An initialized ClientSession to the server (protocol version negotiated by the SDK)."""
+    # The MCP SDK is imported where a server is contacted, not at module import: it takes over a
+    # second to import, and every process (web, worker, manage.py) imports this module at startup
+    # through the tool registry's provider, while only the ones that call a remote tool need it.
     from mcp import ClientSession
 
     async def on_message(message: Any) -> None:
@@ -160,7 +161,6 @@ async def _session(config: ServerConfig, on_list_changed: Callable[[], None]) ->
                     await session.initialize()
                     yield session
         return
-    import httpx2
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -185,7 +185,7 @@ def _tool_of(tool: Any) -> RemoteTool:
 
 
 async def _list(session: Any) -> list[RemoteTool]:
-    from mcp import types
+    from mcp import types  # the SDK is imported only where a server is contacted (see _session)
 
     tools, cursor = [], None
     for _ in range(50):  # at most 50 pages

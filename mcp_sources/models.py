@@ -1,4 +1,4 @@
-"""MCP servers as tool sources (issue 14): the servers an operator registers and the tools
+"""MCP servers as tool sources: the servers an operator registers and the tools
 discovered on them. Each discovered tool is mirrored into a `tools.Tool` row (source
 "mcp:<server>") so that it is governed exactly like a local tool; this app keeps what only a remote
 tool has: the server's definition, its hash, and the hash an administrator reviewed."""
@@ -8,6 +8,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+
+from mcp_sources.schema import definition_hash
+from mcp_sources.vetting import definition_problems
 
 
 class McpServer(models.Model):
@@ -139,9 +142,6 @@ class McpTool(models.Model):
         is the reviewed one, the stored reviewed definition still hashes to the reviewed hash (a
         row edited behind the review fails here), it passes the checks of mcp_sources.vetting, and
         the server still lists it."""
-        from mcp_sources.schema import definition_hash
-        from mcp_sources.vetting import definition_problems
-
         if self.refusal:
             return f"its definition was refused at discovery: {self.refusal}"
         if not self.listed:

@@ -15,11 +15,10 @@ from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import is_platform_operator
 from agentplatform.text import storable_text
 from audit import events
-from audit.models import AuditEvent
-from mcp_sources import specs
 from mcp_sources.client import Listing, McpUnavailable, RemoteTool, ServerConfig, list_tools
 from mcp_sources.models import McpServer, McpTool
 from mcp_sources.schema import wire_name
+from mcp_sources.spec_cache import forget
 from mcp_sources.vetting import definition_problems
 from tools.models import ApprovalPolicy, RiskLevel, TenantToolPolicy, Tool
 
@@ -92,7 +91,7 @@ def _tenants(server: McpServer) -> list[int]:
 def _audit(server: McpServer, *, tool_name: str, status: str, message: str, details: dict,
            actor_id: int | None = None, owner: str = "", version: str = "") -> None:
     for tenant_id in _tenants(server):
-        events.record(tenant_id=tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status=status,
+        events.control_change_recorded(tenant_id=tenant_id, status=status,
                       actor_id=actor_id, tool_name=tool_name, tool_owner=owner, tool_version=version,
                       masked_arguments={"object": {"type": "mcp_tool", "id": tool_name}, "server": server.name,
                                         **details},
@@ -106,7 +105,7 @@ def _version(listing: Listing, definition: str) -> str:
 
 
 def server_discover(*, server_id: int) -> DiscoveryReport:
-    """List the server's tools and mirror them (issue 14 items 2-3). Returns a DiscoveryReport.
+    """List the server's tools and mirror them into Tool rows. Returns a DiscoveryReport.
 
     New tools get a Tool row (`source = mcp:<server>`, risk HIGH, disabled, owner from the server)
     and stay disabled until an administrator reviews them (`tool_review`). A reviewed tool whose
@@ -176,7 +175,7 @@ def server_discover(*, server_id: int) -> DiscoveryReport:
                 row.save(update_fields=["listed", "updated_at"])
                 Tool.objects.filter(pk=row.tool_id).update(registered=False)
                 report.gone.append(row.tool.name)
-    specs.forget()
+    forget()
     return report
 
 
@@ -239,7 +238,7 @@ def tool_review(*, mcp_tool_id: int, reviewer, definition_hash: str) -> McpTool:
     _audit(row.server, tool_name=tool.name, status="CHANGED", actor_id=getattr(reviewer, "pk", None),
            owner=tool.owner, version=tool.version, message=f"MCP tool {tool.name} reviewed and enabled",
            details={"reviewed_hash": row.reviewed_hash})
-    specs.forget(tool.name)
+    forget(tool.name)
     return row
 
 

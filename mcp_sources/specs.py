@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,10 @@ from django.db import transaction
 from agentplatform.redaction import mask_json, mask_text
 from mcp_sources import breaker
 from mcp_sources.client import CallReply, ServerConfig, call_tool
+from mcp_sources.models import McpServer, McpTool
 from mcp_sources.schema import parameter_model
+from mcp_sources.spec_cache import BUILT, LOCK, SPEC_TTL_SECONDS, SPECS
+from mcp_sources.tasks import discover_server
 from tools.context import ToolContext
 from tools.masking import mask_mapping
 from tools.registry import ToolSpec
@@ -23,26 +25,9 @@ from tools.results import ToolResult
 
 logger = logging.getLogger(__name__)
 
-# How long a built spec is reused without reading its row again (seconds). Whether the tool is
-# enabled is read live with the offered set; only its schema may be this old, and a call checks
-# the server's definition against the reviewed hash anyway (mcp_sources.client.call_tool).
-SPEC_TTL_SECONDS = 5.0
-_SPECS: dict[str, tuple[float, ToolSpec | None]] = {}
-_BUILT: dict[str, tuple[tuple, ToolSpec | None]] = {}
-_LOCK = threading.Lock()
 # A call whose request may have reached the server leaves this marker (shared cache) before it is
 # sent; a second attempt with the same key finds it and answers OUTCOME_UNKNOWN without sending.
 ATTEMPT_MARKER_SECONDS = 7 * 24 * 3600
-
-
-def forget(name: str | None = None) -> None:
-    """Drop cached specs (all, or one name): called after discovery and review in this process."""
-    with _LOCK:
-        if name is None:
-            _SPECS.clear()
-            _BUILT.clear()
-        else:
-            _SPECS.pop(name, None)
 
 
 def remote_spec(name: str) -> ToolSpec | None:
@@ -53,11 +38,9 @@ def remote_spec(name: str) -> ToolSpec | None:
     if "__" not in name:
         return None
     now = time.monotonic()
-    cached = _SPECS.get(name)
+    cached = SPECS.get(name)
     if cached is not None and cached[0] > now:
         return cached[1]
-    from mcp_sources.models import McpTool
-
     row = McpTool.objects.select_related("server", "tool").filter(tool__name=name).first()
     spec = None
     # Only a tool whose current definition is the reviewed one has a spec (so it is never offered,
@@ -66,11 +49,11 @@ def remote_spec(name: str) -> ToolSpec | None:
     if row is not None and not row.review_problem():
         # The same definition keeps the same spec (and parameter class): callers cache by it.
         key = (row.reviewed_hash, row.tool.owner, row.tool.version, row.server.name)
-        built = _BUILT.get(name)
+        built = BUILT.get(name)
         spec = built[1] if built is not None and built[0] == key else _build(row)
-        _BUILT[name] = (key, spec)
-    with _LOCK:
-        _SPECS[name] = (now + SPEC_TTL_SECONDS, spec)
+        BUILT[name] = (key, spec)
+    with LOCK:
+        SPECS[name] = (now + SPEC_TTL_SECONDS, spec)
     return spec
 
 
@@ -126,8 +109,6 @@ class RemoteCall:
     def refusal(self) -> ToolResult | None:
         """TOOL_UNAVAILABLE (retryable) while the server is disabled or its breaker is open, else None.
         Checked before a confirmation is consumed: nothing is spent on a call that cannot go out."""
-        from mcp_sources.models import McpServer
-
         if not McpServer.objects.filter(pk=self.server_id, enabled=True).exists():
             return ToolResult.failure("TOOL_UNAVAILABLE", "the tool's MCP server is disabled", retryable=True,
                                       terminal=False)
@@ -143,8 +124,6 @@ class RemoteCall:
         shared cache before the request, so no later attempt (a retried transaction, a recovered
         run) sends it again: it is answered OUTCOME_UNKNOWN instead.
         """
-        from mcp_sources.models import McpServer
-
         server = McpServer.objects.get(pk=self.server_id)
         if not cache.add(f"mcp-attempt:{key}", 1, timeout=ATTEMPT_MARKER_SECONDS):
             return ToolResult.failure(
@@ -178,6 +157,4 @@ class RemoteCall:
 
 def _refresh_after_commit(server_id: int) -> None:
     """Re-discover the server once the caller's transaction commits (never inside it)."""
-    from mcp_sources.tasks import discover_server
-
     transaction.on_commit(lambda: discover_server.delay(server_id=server_id))

@@ -9,6 +9,8 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
+        # Imported here, not at the top: the receivers import models, which load only once the app
+        # registry is ready.
         from approvals.signals import approvers_needed, confirmation_settled
         from notifications import receivers
 

@@ -1,7 +1,7 @@
 """What a notification says: one JSON document per event (the webhook body) and the emails built
 from it. Everything comes from the stored request, already masked (summary, arguments, facts),
 and the whole document goes through `mask_json` once more: no token, secret or unmasked personal
-data leaves this way (DESIGN section 8).
+data leaves this way.
 
 The facts are the approval context the dashboard shows (approvals.selectors.approval_facts and
 approvals.presentation.fact_rows, docs/approvals.md); the assistant's own words are labelled as

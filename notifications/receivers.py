@@ -4,6 +4,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from approvals.models import ConfirmationRequest
+from notifications.dispatch import dispatch
+from notifications.tasks import notify_approvers, notify_requester
 
 Status = ConfirmationRequest.Status
 # Endings the requester is told about (notify_requester decides which of them concern it).
@@ -12,9 +14,6 @@ TOLD = (Status.CONFIRMED, Status.CANCELLED, Status.EXPIRED)
 
 def on_approvers_needed(sender, *, request_id, tenant_id, **kwargs) -> None:
     """`approvers_needed`: after commit, notify the people who may decide the request."""
-    from notifications.services import dispatch
-    from notifications.tasks import notify_approvers
-
     transaction.on_commit(lambda: dispatch(notify_approvers, str(request_id)))
 
 
@@ -23,7 +22,4 @@ def on_settled(sender, *, request_id, run_id, status, policy=None, **kwargs) -> 
     requester-confirmed one was decided by the requester: nothing to tell, no query)."""
     if status not in TOLD or policy != ConfirmationRequest.Policy.APPROVERS:
         return
-    from notifications.services import dispatch
-    from notifications.tasks import notify_requester
-
     transaction.on_commit(lambda: dispatch(notify_requester, str(request_id)))

@@ -1,78 +1,35 @@
-"""Notifications about approval requests (issue 13 item 5; docs/notifications.md).
+"""Notifications about approval requests (docs/notifications.md).
 
 - `notify_approvers`: a request waits for approvers -> an email to each person who may decide it
   (approvals.selectors.deciders_of: same tenant, `approve_tool` on its tool, not the requester, not
   yet decided) and an `approval.requested` webhook to each active endpoint of its tenant.
 - `notify_requester`: an approver-gated request was approved (quorum reached), rejected or
   expired -> an email to its requester and an `approval.decided` webhook.
-- `webhook_attempt`: one signed POST to one endpoint, logged as one WebhookDelivery row.
 
-None of these runs inside a transaction (network calls; STYLE rule 2): the receivers start them
-after the deciding transaction committed, through `dispatch` (a Celery task with a broker; without
-one a daemon thread of this process, so no person's request waits for a slow relay).
+Each webhook is delivered by `notifications.delivery.deliver_webhook`. Neither function runs
+inside a transaction (they make network calls, which must never hold a transaction open): the
+receivers start them after the deciding transaction committed, through
+`notifications.dispatch.dispatch` (a Celery task with a broker; without one a daemon thread of
+this process, so no person's request waits for a slow relay).
 """
 from __future__ import annotations
 
-import json
 import logging
-import threading
-import time
 import uuid
-from typing import Any
 
-import httpx2
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, get_connection
-from django.db import close_old_connections, connections
 
 from approvals import selectors
 from approvals.models import ConfirmationRequest
 from notifications import content
-from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-from notifications.urlcheck import host_of, validate_webhook_url
+from notifications.delivery import deliver_webhook
+from notifications.dispatch import dispatch
+from notifications.models import WebhookEndpoint
 
 logger = logging.getLogger(__name__)
 
 Status = ConfirmationRequest.Status
-# Without a broker, notification work runs in a daemon thread (False: in the caller's thread,
-# which tests use to stay deterministic).
-EAGER_IN_THREAD = True
-_threads: list[threading.Thread] = []
-
-
-def dispatch(task, *args: Any) -> None:
-    """Run Celery `task` with `args` away from the caller: enqueued with a broker; eagerly (no
-    broker) in a daemon thread of this process (or inline when EAGER_IN_THREAD is False). A
-    failure to enqueue is logged, never raised: the decision that caused it stands."""
-    try:
-        if not settings.CELERY_TASK_ALWAYS_EAGER:
-            task.delay(*args)
-            return
-        if not EAGER_IN_THREAD:
-            task.apply(args=list(args), throw=False)
-            return
-
-        def run() -> None:
-            try:
-                task.apply(args=list(args), throw=False)
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=run, name=f"agentplatform-notify-{task.name}", daemon=True)
-        _threads[:] = [t for t in _threads if t.is_alive()]
-        _threads.append(thread)
-        thread.start()
-    except Exception:  # noqa: BLE001 - a notification never undoes a decision
-        logger.exception("notification task %s was not started", getattr(task, "name", task))
-
-
-def join_notifications(timeout: float = 30.0) -> None:
-    """Wait for the eager notification threads started so far (tests, the demo)."""
-    for thread in list(_threads):
-        thread.join(timeout)
-    close_old_connections()
 
 
 def _load(request_id: uuid.UUID | str) -> ConfirmationRequest | None:
@@ -91,8 +48,6 @@ def _send_emails(recipients: list[tuple[str, str]], subject: str, text: str) -> 
 
 def _webhooks(request: ConfirmationRequest, event: str) -> int:
     """Start one delivery of `event` about `request` to each active endpoint of its tenant."""
-    from notifications.tasks import deliver_webhook
-
     endpoints = list(WebhookEndpoint.objects.filter(tenant_id=request.tenant_id, is_active=True).order_by("pk"))
     for endpoint in endpoints:
         message_id = uuid.uuid4()
@@ -142,72 +97,3 @@ def notify_requester(*, request_id: uuid.UUID | str) -> dict[str, int]:
     sent = _send_emails(recipients, subject, text)
     webhooks = _webhooks(request, content.DECIDED)
     return {"emails": sent, "webhooks": webhooks}
-
-
-# -- one webhook attempt ------------------------------------------------------------------------
-
-RETRYABLE_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
-
-
-def _post(url: str, headers: dict[str, str], data: bytes) -> httpx2.Response:
-    """One POST, no redirects followed (a redirect could lead to an address the check refused)."""
-    with httpx2.Client(timeout=settings.WEBHOOK_TIMEOUT_SECONDS, follow_redirects=False) as client:
-        return client.post(url, headers=headers, content=data)
-
-
-def webhook_attempt(*, endpoint_id: int, message_id: str, event: str, confirmation_id: str | None,
-                    body: dict[str, Any], attempt: int, retry_in: int | None) -> WebhookDelivery | None:
-    """POST `body` to the endpoint once, signed with its secret, and log the attempt.
-
-    attempt: 1 for the first try. retry_in: seconds until the next attempt if this one fails in a
-    retryable way (5xx, 408/425/429, timeout, connection error, name not resolving); None when it
-    is the last. Returns the WebhookDelivery row written: SUCCEEDED (2xx), RETRYING (retryable and
-    retry_in is set), FAILED (anything else: 3xx/4xx, a refused address, the last retry);
-    None when the endpoint is gone or inactive (nothing sent).
-    """
-    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, is_active=True).first()
-    if endpoint is None:
-        return None
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8")
-    timestamp = int(time.time())
-    headers = {
-        "Content-Type": "application/json; charset=utf-8",
-        "User-Agent": "agentplatform-webhooks/1",
-        EVENT_HEADER: event,
-        DELIVERY_HEADER: message_id,
-        TIMESTAMP_HEADER: str(timestamp),
-        SIGNATURE_HEADER: sign(secret=endpoint.secret, timestamp=timestamp, body=data),
-    }
-    started = time.monotonic()
-    status_code, error, retryable = None, "", False
-    try:
-        validate_webhook_url(endpoint.url)  # again now: DNS may point elsewhere than when it was saved
-        response = _post(endpoint.url, headers, data)
-        status_code = response.status_code
-        retryable = status_code in RETRYABLE_STATUSES
-        if not 200 <= status_code < 300:
-            error = f"HTTP {status_code}"
-    except ValidationError as exc:
-        error = "; ".join(exc.messages)[:300]
-        retryable = exc.code == "WEBHOOK_URL_UNRESOLVABLE"
-    except httpx2.TimeoutException:
-        error, retryable = f"timed out after {settings.WEBHOOK_TIMEOUT_SECONDS:g} s", True
-    except httpx2.HTTPError as exc:
-        error, retryable = f"{type(exc).__name__}: connection failed", True
-    duration_ms = int((time.monotonic() - started) * 1000)
-    if status_code is not None and 200 <= status_code < 300:
-        outcome = WebhookDelivery.Outcome.SUCCEEDED
-    elif retryable and retry_in is not None:
-        outcome = WebhookDelivery.Outcome.RETRYING
-    else:
-        outcome = WebhookDelivery.Outcome.FAILED
-    row, _ = WebhookDelivery.objects.get_or_create(
-        message_id=message_id, attempt=attempt,
-        defaults={"tenant_id": endpoint.tenant_id, "endpoint": endpoint, "event": event,
-                  "confirmation_id": confirmation_id, "outcome": outcome, "response_status": status_code,
-                  "error": error, "duration_ms": duration_ms, "body": body,
-                  "retry_in_seconds": retry_in if outcome == WebhookDelivery.Outcome.RETRYING else None})
-    log = logger.info if outcome == WebhookDelivery.Outcome.SUCCEEDED else logger.warning
-    log("webhook %s %s to %s: attempt %d %s%s", event, message_id, host_of(endpoint.url), attempt, outcome,
-        f" ({error})" if error else "")
-    return row

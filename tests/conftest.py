@@ -76,9 +76,9 @@ def _offline_model(settings):
 
 @pytest.fixture(autouse=True)
 def _notifications_inline(monkeypatch):
-    """Without a broker, notifications run in a daemon thread (notifications.services.dispatch);
+    """Without a broker, notifications run in a daemon thread (notifications.dispatch.dispatch);
     tests run them in the committing thread instead, so they finish before the test looks."""
-    monkeypatch.setattr("notifications.services.EAGER_IN_THREAD", False)
+    monkeypatch.setattr("notifications.dispatch.EAGER_IN_THREAD", False)
     yield
 
 

@@ -736,7 +736,7 @@ class _CallAudit:
             masked = {**(masked or {}), "_edit": self.edits}
             message = (f"arguments edited by {', '.join(self.edits['edited_by'])} before it ran (requested by "
                        f"{self.edits['requested_by']}): {message}")
-        events.record(
+        events.tool_call_decided(
             tenant_id=self.ctx.tenant_id, actor_id=self.ctx.user_id, decision=decision,
             tool_name=self.call.name[:100], tool_owner=self.owner, tool_version=self.version,
             status=result.code, policy_decision=self.policy,

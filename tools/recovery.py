@@ -38,7 +38,7 @@ def idempotency_record_mark_unknown(*, record_id: int, now: datetime.datetime) -
         updated_at=now)
     if changed != 1:
         return False
-    events.record(tenant_id=record.tenant_id, decision="RECOVERED", tool_name=record.tool_name,
+    events.idempotency_record_recovered(tenant_id=record.tenant_id, tool_name=record.tool_name,
                   status=Status.OUTCOME_UNKNOWN, arguments_hash=record.arguments_hash,
                   idempotency_key=record.key, message=f"claimed at {record.locked_at.isoformat()}; {UNKNOWN_MESSAGE}")
     return True

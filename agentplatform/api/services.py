@@ -94,7 +94,7 @@ def _require_or_audit(*, actor, owner) -> None:
     except PermissionDenied as error:
         tenant_id = actor.tenant_id or owner.tenant_id
         if tenant_id is not None:
-            events.record(tenant_id=tenant_id, decision="REFUSED", status=error.code, actor_id=actor.pk,
+            events.api_key_refused(tenant_id=tenant_id, status=error.code, actor_id=actor.pk,
                           masked_arguments={"object": {"type": "api_token", "id": f"token of {owner.username}"}},
                           message=f"API key for {owner.username} refused to {actor.username}: {error.message}")
         raise

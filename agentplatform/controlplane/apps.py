@@ -10,12 +10,19 @@ class ControlPlaneConfig(AppConfig):
     verbose_name = "Control plane / 控制面"
 
     def ready(self) -> None:
-        from agentplatform.controlplane import credentials, guards, receivers
+        # Imported here, not at the top: these modules import models, which load only once the app
+        # registry is ready.
+        from agentplatform.controlplane import credentials
+        from agentplatform.controlplane.guards import accounts, grants, policies
+        from agentplatform.controlplane.receivers import rows, service_accounts
         from agentplatform.controlplane.standing import ProvenanceAssessor
         from approvals.independence import register_assessor
 
-        receivers.connect()
-        guards.connect()
+        service_accounts.connect()  # first on each signal: its refusal comes before any other receiver runs
+        rows.connect()
+        grants.connect()
+        accounts.connect()
+        policies.connect()
         credentials.connect()
         # approvals sits below the control plane: it asks the provenance of standing through this.
         register_assessor(ProvenanceAssessor())

@@ -9,7 +9,7 @@ from agentplatform.errors import Conflict, DomainError, NotFound, PermissionDeni
 class ControlChangeRequired(DomainError):
     """A change that empowers an approver or loosens a HIGH/CRITICAL policy was attempted by a
     person outside an approved control change (HTTP 409). Nothing was changed. `gated`: the
-    `guards.Gated` descriptions of what was attempted; the admin turns them into proposals."""
+    `guards.gate.Gated` descriptions of what was attempted; the admin turns them into proposals."""
 
     code = "CONTROL_CHANGE_REQUIRED"
     http_status = 409

@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from agentplatform.controlplane.errors import ControlChangeRequired
+from agentplatform.controlplane.services import control_changes_propose
 from agentplatform.errors import DomainError
 
 
@@ -35,8 +36,6 @@ class ControlChangeMiddleware:
         admin_root = reverse("admin:index")
         if not request.path.startswith(admin_root) or not getattr(request.user, "is_authenticated", False):
             return None
-        from agentplatform.controlplane.services import control_changes_propose
-
         try:
             changes = control_changes_propose(proposer=request.user, gated=exception.gated)
         except DomainError as error:

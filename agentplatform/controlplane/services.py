@@ -2,25 +2,24 @@
 (docs/roles.md, "Trust model").
 
 Each top-level service is one durable transaction that also writes its CONTROL_CHANGE audit row
-(through `receivers.control_change`, the writer of every control-plane row); a refusal is audited
-after its transaction rolled back. The change itself is applied through the ordinary models
+(through `receivers.changes.control_change`, the writer of every control-plane row); a refusal is
+audited after its transaction rolled back. Who may decide is `deciders`; how a change is
+re-validated and applied is `applying`. The change itself is applied through the ordinary models
 (guardian's `assign_perm`, the m2m manager, `save()`), so the control-plane audit receivers and
-the guards see it like any other write; `guards.applying(change)` lets it through.
+the guards see it like any other write; `guards.gate.applying(change)` lets it through.
 """
 from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
-from guardian.shortcuts import assign_perm
 
 from agentplatform import clock
-from agentplatform.controlplane import guards
+from agentplatform.controlplane.applying import apply_change, stale
+from agentplatform.controlplane.deciders import check_decider, may_administer
 from agentplatform.controlplane.errors import (
     ControlChangeAlreadyDecided,
     ControlChangeExpired,
@@ -28,13 +27,12 @@ from agentplatform.controlplane.errors import (
     ControlChangeNotFound,
     ControlChangeStale,
 )
-from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.guards.gate import Gated, applying
 from agentplatform.controlplane.models import PendingControlChange
+from agentplatform.controlplane.receivers.changes import control_change
 from agentplatform.errors import DomainError
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import Tenant, User
-from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
-from approvals.independence import is_service_account
 
 Kind = PendingControlChange.Kind
 Status = PendingControlChange.Status
@@ -54,8 +52,6 @@ def _tenants(change: PendingControlChange) -> list[int]:
 def _audit(change: PendingControlChange, *, verb: str, old: dict | None = None, new: dict | None = None) -> None:
     """One CONTROL_CHANGE row per tenant concerned, object "control_change", status = verb
     (PROPOSED, APPLIED, REJECTED, EXPIRED, REFUSED)."""
-    from agentplatform.controlplane.receivers import control_change
-
     details_old = {"kind": change.kind, "state": change.old_state, **(old or {})}
     details_new = {"kind": change.kind, "state": change.new_state, "proposed_by": change.proposed_by.username,
                    "decided_by": change.decided_by.username if change.decided_by_id else None,
@@ -64,23 +60,16 @@ def _audit(change: PendingControlChange, *, verb: str, old: dict | None = None, 
                    old=details_old, new=details_new, tool_name=change.new_state.get("tool", "") or "")
 
 
-def _may_administer(user: Any, tenant_id: int | None) -> bool:
-    role = admin_role(user)
-    if role == PLATFORM_OPERATOR:
-        return True
-    return role == TENANT_ADMINISTRATOR and tenant_id is not None and user.tenant_id == tenant_id
-
-
 @transaction.atomic(durable=True)
 def control_change_propose(*, proposer: User, gated: Gated) -> PendingControlChange:
-    """Record `gated` (what a person attempted; guards.Gated) as a PENDING change proposed by
+    """Record `gated` (what a person attempted; guards.gate.Gated) as a PENDING change proposed by
     `proposer`, expiring after CONTROL_CHANGE_TTL_HOURS; audited PROPOSED. Nothing is applied.
 
     An identical change already pending is returned as it is (one pending change per target).
     Raises ControlChangeForbidden when `proposer` administers neither the tenant concerned nor
     the platform (a platform-wide change is an operator's).
     """
-    if not _may_administer(proposer, gated.tenant_id):
+    if not may_administer(proposer, gated.tenant_id):
         raise ControlChangeForbidden("only an administrator of the tenant concerned (or a platform operator) "
                                      "may propose this change")
     existing = PendingControlChange.objects.filter(target_key=gated.key, status=Status.PENDING,
@@ -111,32 +100,6 @@ def _lock(change_id: uuid.UUID | str) -> PendingControlChange:
     return change
 
 
-def _beneficiaries(change: PendingControlChange) -> set[int]:
-    """Users the change would empower: they never decide it."""
-    target = change.target
-    if change.kind in (Kind.USER_GRANT, Kind.MEMBERSHIP, Kind.REACTIVATION, Kind.ADMIN):
-        return {target["user_id"]}
-    if change.kind == Kind.GROUP_GRANT:
-        return set(User.objects.filter(groups=target["group_id"]).values_list("pk", flat=True))
-    return set()
-
-
-def _check_decider(change: PendingControlChange, decider: User, *, approving: bool) -> None:
-    role = admin_role(decider)
-    if role == TENANT_ADMINISTRATOR and (change.tenant_id is None or change.tenant_id != decider.tenant_id):
-        raise ControlChangeNotFound("unknown control change")  # another tenant's: not found
-    if role not in (PLATFORM_OPERATOR, TENANT_ADMINISTRATOR):
-        raise ControlChangeNotFound("unknown control change")
-    if not approving:
-        return  # any administrator of the tenant, the proposer included, may reject (withdraw)
-    if decider.pk == change.proposed_by_id:
-        raise ControlChangeForbidden("the proposer never approves their own change: a second administrator of "
-                                     "the tenant or a platform operator must / 提议人不能批准自己的变更")
-    if decider.pk in _beneficiaries(change):
-        raise ControlChangeForbidden("this change would give you approve_tool: someone else must approve it "
-                                     "/ 此变更授予您审批权，须由他人批准")
-
-
 def _require_open(change: PendingControlChange) -> None:
     if change.status != Status.PENDING:
         raise ControlChangeAlreadyDecided(f"this change is already {change.status}")
@@ -144,120 +107,21 @@ def _require_open(change: PendingControlChange) -> None:
         raise ControlChangeExpired("this change expired before anyone decided it")
 
 
-def _stale(message: str) -> ControlChangeStale:
-    return ControlChangeStale(f"refused: {message} / 已拒绝：状态已变化")
-
-
-def _user_in_tenant(change: PendingControlChange, user_id: int) -> User:
-    user = User.objects.filter(pk=user_id).first()
-    if user is None:
-        raise _stale("the user no longer exists")
-    if user.tenant_id != change.tenant_id:
-        raise _stale(f"{user.username} is no longer a member of the tenant the change was proposed for")
-    if user.is_superuser:
-        raise _stale(f"{user.username} is a platform operator")
-    if is_service_account(user):
-        raise _stale(f"{user.username} is a service account: it never holds approve_tool")
-    return user
-
-
-def _group_of(change: PendingControlChange, group_id: int) -> Group:
-    group = Group.objects.filter(pk=group_id).first()
-    if group is None:
-        raise _stale("the group no longer exists")
-    if guards.group_tenant_id(group_id) != change.tenant_id:
-        raise _stale(f"group {group.name} no longer belongs to the tenant the change was proposed for")
-    return group
-
-
-def _tool(change: PendingControlChange, tool_id: int):
-    from tools.models import Tool
-
-    tool = Tool.objects.filter(pk=tool_id).first()
-    if tool is None or (tool.tenant_id is not None and tool.tenant_id != change.tenant_id):
-        raise _stale("the tool is not available to this tenant")
-    return tool
-
-
-def _apply(change: PendingControlChange) -> None:
-    """Re-validate `change` against the current state and apply it. Raises ControlChangeStale."""
-    from tools.models import TenantToolPolicy, Tool
-
-    target = change.target
-    if change.kind == Kind.USER_GRANT:
-        user = _user_in_tenant(change, target["user_id"])
-        assign_perm("tools.approve_tool", user, _tool(change, target["tool_id"]))
-    elif change.kind == Kind.GROUP_GRANT:
-        group = _group_of(change, target["group_id"])
-        tool = _tool(change, target["tool_id"])
-        members = sorted(User.objects.filter(groups=group).values_list("username", flat=True))
-        if members != sorted(change.new_state.get("members") or []):
-            raise _stale(f"the members of {group.name} changed since the proposal (now: {', '.join(members)})")
-        assign_perm("tools.approve_tool", group, tool)
-    elif change.kind == Kind.MEMBERSHIP:
-        user = _user_in_tenant(change, target["user_id"])
-        group = _group_of(change, target["group_id"])
-        user.groups.add(group)
-    elif change.kind == Kind.REACTIVATION:
-        user = _user_in_tenant(change, target["user_id"])
-        if user.is_active:
-            raise _stale(f"{user.username} is already active")
-        user.is_active = True
-        user.save(update_fields=["is_active"])
-    elif change.kind == Kind.ADMIN:
-        fields = target["fields"]
-        user = User.objects.filter(pk=target["user_id"]).first()
-        if "is_superuser" not in fields:
-            user = _user_in_tenant(change, target["user_id"])
-        elif user is None or is_service_account(user):
-            raise _stale("the account no longer exists or is a service account")
-        if not user.is_active or any(getattr(user, name) for name in fields):
-            raise _stale(f"{user.username} changed since the proposal (inactive, or already has that status)")
-        for name in fields:
-            setattr(user, name, True)
-        user.save(update_fields=list(fields))
-    elif change.kind == Kind.TOOL_POLICY:
-        tool = Tool.objects.filter(pk=target["tool_id"]).first()
-        if tool is None:
-            raise _stale("the tool no longer exists")
-        if any(getattr(tool, k) != v for k, v in change.old_state.items()):
-            raise _stale(f"the policy of {tool.name} was changed since the proposal")
-        for name, value in target["fields"].items():
-            setattr(tool, name, value)
-        tool.clean()
-        tool.save()
-    elif change.kind == Kind.TENANT_POLICY:
-        policy = TenantToolPolicy.objects.filter(pk=target["policy_id"], tenant_id=change.tenant_id).first()
-        if policy is None:
-            raise _stale("the tenant's policy entry no longer exists")
-        if any(getattr(policy, k) != v for k, v in change.old_state.items()):
-            raise _stale(f"the {policy.tool.name} policy of {policy.tenant.slug} was changed since the proposal")
-        if target["action"] == "delete":
-            policy.delete()
-        else:
-            for name, value in target["fields"].items():
-                setattr(policy, name, value)
-            policy.clean()
-            policy.save()
-    else:  # pragma: no cover - every kind is handled above
-        raise _stale(f"unknown kind {change.kind}")
-
-
 @transaction.atomic(durable=True)
 def _approve(*, change_id, approver: User, comment: str) -> PendingControlChange:
     change = _lock(change_id)
-    _check_decider(change, approver, approving=True)
+    check_decider(change, approver, approving=True)
     _require_open(change)
     change.status = Status.APPLIED
     change.decided_by = approver
     change.decided_at = clock.now()
     change.decision_reason = comment[:500]
     change.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
-    with acting_as(approver), guards.applying(change):
+    with acting_as(approver), applying(change):
         try:
-            _apply(change)
+            apply_change(change)
         except DjangoValidationError as error:
-            raise _stale("; ".join(error.messages)) from error
+            raise stale("; ".join(error.messages)) from error
         _audit(change, verb="APPLIED")
     return change
 
@@ -279,12 +143,11 @@ def _end(*, change_id, decider: User | None, status: str, reason: str) -> Pendin
 
 
 def _audit_refusal(change_id, actor: User, error: DomainError) -> None:
-    """A refused decision leaves a row after its rollback (STYLE rule 3), in the tenant concerned."""
+    """A refused decision leaves a row after its rollback (a denial outlives the work it denied), in the
+    tenant concerned."""
     change = PendingControlChange.objects.filter(pk=change_id).select_related("proposed_by").first()
     if change is None or (actor.tenant_id is not None and change.tenant_id != actor.tenant_id):
         return  # another tenant's (or a platform-wide) change: nothing of it crosses into a trail
-    from agentplatform.controlplane.receivers import control_change
-
     with acting_as(actor):
         control_change(kind="control_change", verb="DENIED", ident=str(change.pk), tenants=_tenants(change),
                        old=None, new={"code": error.code, "message": error.message, "summary": change.summary})
@@ -320,7 +183,7 @@ def control_change_reject(*, change_id: uuid.UUID | str, decider: User, reason: 
         change = PendingControlChange.objects.filter(pk=change_id).first()
         if change is None:
             raise ControlChangeNotFound("unknown control change")
-        _check_decider(change, decider, approving=False)
+        check_decider(change, decider, approving=False)
         ended = _end(change_id=change_id, decider=decider, status=Status.REJECTED, reason=reason or "rejected")
         if ended is None:
             raise ControlChangeAlreadyDecided(

@@ -486,7 +486,7 @@ def run_recover(*, run_id, listener: Listener | None = None, manager: ToolCallin
     recorder = EventRecorder(run, listener)
     run.state["recoveries"] = int(run.state.get("recoveries") or 0) + 1
     problem = _unrecoverable(run)
-    audit.record(tenant_id=run.tenant_id, decision="RECOVERED", status="RUN_LEASE_EXPIRED" if problem else "RESUMED",
+    audit.run_recovered(tenant_id=run.tenant_id, status="RUN_LEASE_EXPIRED" if problem else "RESUMED",
                  request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk,
                  message=problem or f"run lease expired; continued from its recorded state "
                                     f"(recovery {run.state['recoveries']})")
@@ -814,7 +814,7 @@ def _refuse_turn(run: Run, ctx: ToolContext, turn: ModelTurn, manager: ToolCalli
     for call in turn.tool_calls:
         if call.id in bad:
             continue
-        audit.record(tenant_id=ctx.tenant_id, actor_id=ctx.user_id, decision="INVALID", tool_name=call.name[:100],
+        audit.tool_call_invalid(tenant_id=ctx.tenant_id, actor_id=ctx.user_id, tool_name=call.name[:100],
                      status=result.code, request_id=ctx.request_id, conversation_id=ctx.conversation_id,
                      run_id=ctx.run_id, tool_call_id=call.id, message=result.message)
         _append(run, {"role": "tool", "tool_call_id": call.id, "content": result.to_json()})

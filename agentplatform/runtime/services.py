@@ -201,7 +201,7 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
         if changed != 1:
             raise Conflict(f"run {run.pk} already ended ({run.status})", code="RUN_FINISHED")
         approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor.pk, reason=why)
-        audit.record(tenant_id=run.tenant_id, actor_id=actor.pk, decision="CANCELLED", status="RUN_CANCELLED",
+        audit.run_cancelled(tenant_id=run.tenant_id, actor_id=actor.pk, status="RUN_CANCELLED",
                      request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
     run.refresh_from_db()
     recorder = EventRecorder(run)
@@ -226,7 +226,7 @@ def runs_cancel_for_moved_user(*, user_id: int, tenant_id: int, actor_id: int | 
         if changed != 1:
             continue
         approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor_id, reason=why)
-        audit.record(tenant_id=run.tenant_id, actor_id=actor_id, decision="CANCELLED", status="RUN_CANCELLED",
+        audit.run_cancelled(tenant_id=run.tenant_id, actor_id=actor_id, status="RUN_CANCELLED",
                      request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
         cancelled.append(run.pk)
     approvals.confirmations_cancel_for_requester(user_id=user_id, tenant_id=tenant_id, actor_id=actor_id, reason=why)

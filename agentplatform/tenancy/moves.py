@@ -25,7 +25,6 @@ from agentplatform.tenancy.actor import current_actor, current_channel
 from agentplatform.tenancy.roles import admin_role
 from agentplatform.tenancy.signals import user_tenant_changed
 from audit import events
-from audit.models import AuditEvent
 
 
 def user_tenant_moving(*, user: Any) -> None:
@@ -65,7 +64,7 @@ def user_tenant_moved(*, user: Any, old_tenant_id: int) -> dict[str, int]:
                "actor_role": admin_role(actor) if actor is not None else (current_channel() or "system"),
                "scope": "tenant"}
     for tenant_id in sorted({old_tenant_id} | ({user.tenant_id} if user.tenant_id else set())):
-        events.record(tenant_id=tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status="CHANGED",
+        events.control_change_recorded(tenant_id=tenant_id, status="CHANGED",
                       actor_id=getattr(actor, "pk", None), masked_arguments=details,
                       message=f"tenant_move {user.username}: tenant {old_tenant_id} -> {user.tenant_id}; "
                               f"removed {grants} object grant(s), {groups} group membership(s), "

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from agentplatform.controlplane.errors import ControlChangeForbidden, ControlChangeRequired
-from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.services import control_change_approve, control_change_propose
 from agentplatform.tenancy.actor import acting_as

@@ -19,7 +19,7 @@ from agentplatform.controlplane.errors import (
     ControlChangeRequired,
     ControlChangeStale,
 )
-from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.services import control_change_approve, control_change_propose, control_change_reject
 from agentplatform.runtime import services as runtime

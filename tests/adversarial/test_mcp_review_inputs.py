@@ -75,7 +75,7 @@ def test_a_server_listing_one_name_twice_gets_neither_confused(db, serve, wx):  
 
 
 def test_a_reviewed_tool_listed_twice_later_is_disabled_and_not_offered(db, serve, wx, operator):  # noqa: F811
-    from mcp_sources import specs
+    from mcp_sources import spec_cache, specs
     from mcp_sources.services import tool_review
 
     serve(_remote("weather", "Weather of a city."))
@@ -88,12 +88,12 @@ def test_a_reviewed_tool_listed_twice_later_is_disabled_and_not_offered(db, serv
     row.refresh_from_db()
     row.tool.refresh_from_db()
     assert row.refusal and not row.tool.enabled
-    specs.forget()
+    spec_cache.forget()
     assert specs.remote_spec(row.tool.name) is None
 
 
 def test_a_tool_switched_on_behind_every_form_is_still_not_offered(db, serve, wx, operator, requester):  # noqa: F811
-    from mcp_sources import specs
+    from mcp_sources import spec_cache, specs
     from tools.models import TenantToolPolicy, Tool
     from tools.selectors import offered_tools
 
@@ -103,7 +103,7 @@ def test_a_tool_switched_on_behind_every_form_is_still_not_offered(db, serve, wx
     # a queryset update skips every save() check and form: the row says enabled, reviewed by nobody
     Tool.objects.filter(pk=row.tool_id).update(enabled=True)
     TenantToolPolicy.objects.bulk_create([TenantToolPolicy(tenant=requester.tenant, tool_id=row.tool_id, enabled=True)])
-    specs.forget()
+    spec_cache.forget()
     assert specs.remote_spec(row.tool.name) is None
     assign_perm("tools.use_tool", requester, row.tool)
     assert row.tool.name not in offered_tools(user=requester)

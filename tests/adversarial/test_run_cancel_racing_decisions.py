@@ -11,6 +11,7 @@ from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import services as approvals
 from approvals.models import ConfirmationRequest
+from audit import events as audit_events
 from tests.tools.support import ORDER, REFUND_ORDER, race
 from tools.catalog.models import Refund, Cancellation
 
@@ -19,14 +20,15 @@ pytestmark = pytest.mark.postgres
 
 
 def _slow_audit(monkeypatch, decisions):
-    real = approvals._audit_request
+    real = audit_events._request_event
 
-    def slow(request, *, decision, **kw):
-        real(request, decision=decision, **kw)
+    def slow(decision, request, **kw):
+        event = real(decision, request, **kw)
         if decision in decisions:
             time.sleep(0.6)  # the decision's transaction is still open (widens the window only)
+        return event
 
-    monkeypatch.setattr(approvals, "_audit_request", slow)
+    monkeypatch.setattr(audit_events, "_request_event", slow)
 
 
 def test_cancel_racing_the_quorum_approval(transactional_db, requester, approver1, approver2, monkeypatch):

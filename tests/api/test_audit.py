@@ -71,8 +71,8 @@ def test_bad_filters_are_400(api, approver1):
 
 def test_cursor_pagination_walks_every_event_once(api, approver1, requester):
     for i in range(7):
-        events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
-                      tool_name="query_inventory", status="OK", message=f"row {i}")
+        events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
+                                 tool_name="query_inventory", status="OK", message=f"row {i}")
     client = api(auditor(approver1))
     seen, url = [], "/api/v1/audit-events/?page_size=3&kind=tool"
     while url:
@@ -95,9 +95,9 @@ def test_jsonl_export_streams_every_matching_event_oldest_first(api, approver1, 
 
 
 def test_csv_export_by_accept_header_neutralises_formulas(api, approver1, requester):
-    events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="INVALID", tool_name="cancel_order",
-                  status="INVALID_ARGUMENTS", masked_arguments={"reason": "=HYPERLINK(\"http://x\")"},
-                  message="=1+1")
+    events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="INVALID",
+                             tool_name="cancel_order", status="INVALID_ARGUMENTS",
+                             masked_arguments={"reason": "=HYPERLINK(\"http://x\")"}, message="=1+1")
     response = api(auditor(approver1)).get("/api/v1/audit-events/", HTTP_ACCEPT="text/csv")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(body_of(response))))
@@ -112,6 +112,7 @@ def test_export_is_complete_beyond_one_batch(api, approver1, requester, monkeypa
 
     monkeypatch.setattr(exports, "EXPORT_BATCH", 4)
     for i in range(10):
-        events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", message=f"m{i}")
+        events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
+                                 message=f"m{i}")
     lines = body_of(api(auditor(approver1)).get("/api/v1/audit-events/?format=jsonl&kind=tool")).splitlines()
     assert [json.loads(line)["message"] for line in lines] == [f"m{i}" for i in range(10)]

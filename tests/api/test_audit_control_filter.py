@@ -8,17 +8,18 @@ from tests.api.test_audit import auditor, body_of
 
 
 def _control(user, kind: str, ident: str):
-    return events.record(tenant_id=user.tenant_id, actor_id=user.pk, decision="CONTROL_CHANGE", status="CHANGED",
-                         masked_arguments={"object": {"type": kind, "id": ident}, "old": {"enabled": True},
-                                           "new": {"enabled": False}},
-                         message=f"{kind} {ident} changed")
+    return events.control_change_recorded(tenant_id=user.tenant_id, actor_id=user.pk, status="CHANGED",
+                                          masked_arguments={"object": {"type": kind, "id": ident},
+                                                            "old": {"enabled": True}, "new": {"enabled": False}},
+                                          message=f"{kind} {ident} changed")
 
 
 def test_control_plane_changes_are_filtered_and_exported(api, approver1, requester, outsider):
     _control(requester, "tenant_tool", "acme/cancel_order")
     _control(requester, "grant", "use_tool acme-requester")
     _control(outsider, "tenant_tool", "globex/cancel_order")
-    events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", tool_name="list_orders")
+    events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
+                             tool_name="list_orders")
     client = api(auditor(approver1))
 
     control = client.get("/api/v1/audit-events/?kind=control&page_size=500").json()["results"]

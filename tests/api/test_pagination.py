@@ -65,7 +65,8 @@ def test_23_events_sharing_one_occurred_at_page_forward_and_back_without_loss(ap
     instant = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
     monkeypatch.setattr(events.timezone, "now", lambda: instant)
     for i in range(23):
-        events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED", message=f"r{i:02d}")
+        events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
+                                 message=f"r{i:02d}")
     url = f"/api/v1/audit-events/?to={(instant + datetime.timedelta(seconds=1)).isoformat().replace('+00:00', 'Z')}" \
           f"&from={instant.isoformat().replace('+00:00', 'Z')}&page_size=5"
 

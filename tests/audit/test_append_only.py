@@ -1,5 +1,5 @@
-"""Audit rows are never updated or deleted by the application; PostgreSQL refuses it too (DESIGN
-section 8; audit.models, migration 0003)."""
+"""Audit rows are never updated or deleted by the application; PostgreSQL refuses it too
+(audit.models, migration 0003)."""
 from __future__ import annotations
 
 import pytest
@@ -13,8 +13,8 @@ from audit.models import AuditEvent, AuditImmutable
 
 @pytest.fixture
 def event(requester) -> AuditEvent:
-    return events.record(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
-                         tool_name="cancel_order", status="OK", message="original")
+    return events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=requester.pk, decision="EXECUTED",
+                                    tool_name="cancel_order", status="OK", message="original")
 
 
 def _unchanged(event: AuditEvent) -> bool:
@@ -43,7 +43,8 @@ def test_the_model_refuses_every_way_to_change_or_delete_a_row(event, attempt):
 
 def test_deleting_the_actor_or_tenant_does_not_cascade_into_the_trail(requester):
     temp = User.objects.create(username="acme-temp", tenant=requester.tenant)
-    event = events.record(tenant_id=requester.tenant_id, actor_id=temp.pk, decision="DENIED", message="original")
+    event = events.tool_call_decided(tenant_id=requester.tenant_id, actor_id=temp.pk, decision="DENIED",
+                                     message="original")
 
     with pytest.raises(ProtectedError):
         temp.delete()

@@ -1,4 +1,4 @@
-"""The tamper-evident audit trail (issue 9, item 11): a hash chain per tenant, `audit_verify`,
+"""The tamper-evident audit trail: a hash chain per tenant, `audit_verify`,
 TRUNCATE refused, chain writes correct under concurrent inserts."""
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from audit.models import AuditChainHead, AuditEvent
 
 
 def _write(user, n: int, prefix: str = "row") -> list[AuditEvent]:
-    return [events.record(tenant_id=user.tenant_id, actor_id=user.pk, decision="EXECUTED", tool_name="cancel_order",
-                          status="OK", masked_arguments={"order_id": f"A{i:012d}", "amount": 1.0 + i, "n": [i, 1e16]},
-                          duration_ms=2.0, message=f"{prefix} {i}")
+    return [events.tool_call_decided(tenant_id=user.tenant_id, actor_id=user.pk, decision="EXECUTED",
+                                     tool_name="cancel_order", status="OK",
+                                     masked_arguments={"order_id": f"A{i:012d}", "amount": 1.0 + i, "n": [i, 1e16]},
+                                     duration_ms=2.0, message=f"{prefix} {i}")
             for i in range(n)]
 
 

@@ -1,4 +1,4 @@
-"""One card number, one national id and one phone number through every exit (issue 9, items 9-10):
+"""One card number, one national id and one phone number through every exit:
 request summary, conversation excerpt, audit message and arguments, run events, stored messages,
 conversation title, the approvals API and dashboard, the run API, the CSV/JSON-lines exports, logs,
 and the prompt sent to the model."""

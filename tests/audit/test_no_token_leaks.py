@@ -1,6 +1,6 @@
 """A raw confirmation token is shown once to the requesting client and goes nowhere else: not into
 audit rows, run events, stored messages or run state, idempotency records, logs, or the model's
-requests (DESIGN sections 3, 5.5 and 8). Only its SHA-256 is stored."""
+requests. Only its SHA-256 is stored."""
 from __future__ import annotations
 
 import json

@@ -9,13 +9,13 @@ from django.test import override_settings
 from django.urls import reverse
 
 from agentplatform.api.services import api_key_issue
-from agentplatform.controlplane.guards import Gated
+from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.services import control_change_propose
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import TenantModelQuota
 from approvals import services as approvals
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.tasks import deliver_webhook
+from notifications.delivery import deliver_webhook
 from tools.models import Tool
 
 

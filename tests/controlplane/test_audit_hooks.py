@@ -13,7 +13,7 @@ from django.urls import reverse
 from guardian.shortcuts import assign_perm, remove_perm
 
 from agentplatform.api.models import ApiKey
-from agentplatform.controlplane import guards
+from agentplatform.controlplane.guards.gate import applying
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.services import tenant_group_create
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
@@ -115,7 +115,7 @@ def test_membership_and_role_changes_are_audited(readers, mark, acme_admin, nobo
     with acting_as(acme_admin):
         nobody.groups.add(readers)
         readers.user_set.remove(nobody)          # the reverse side too
-    with acting_as(acme_admin), guards.applying(object()):
+    with acting_as(acme_admin), applying(object()):
         nobody.is_staff = True                   # making an administrator is a control change: as applied
         nobody.save()
     added, removed, role = mark()
@@ -161,7 +161,8 @@ def test_group_created_by_a_tenant_admin_is_audited_in_their_tenant(client, mark
 
 
 def test_the_change_and_its_audit_row_commit_or_fail_together(mark, requester):
-    with mock.patch("agentplatform.controlplane.receivers.events.record", side_effect=DatabaseError("audit down")):
+    with mock.patch("agentplatform.controlplane.receivers.changes.events.control_change_recorded",
+                    side_effect=DatabaseError("audit down")):
         with pytest.raises(DatabaseError), transaction.atomic():
             tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name="refund_order", enabled=False)
     assert TenantToolPolicy.objects.get(tenant_id=requester.tenant_id, tool__name="refund_order").enabled is True

@@ -85,7 +85,7 @@ def test_sock_puppets_fail_at_dual_control_and_then_at_independence(client, acme
     assert client.post(_grant_page(refund, acme_admin), {"permissions": ["use_tool"]}).status_code == 302
     first = runtime.chat_send(user=acme_admin, message=f"refund {REFUND_ORDER} amount 500 because damaged")
     assert first.pending and first.pending[0].needs == "approvers"
-    keys = [api_key_issue(user=s, name="k")[1] for s in socks]  # issued at a shell (item 1 bypassed)
+    keys = [api_key_issue(user=s, name="k")[1] for s in socks]  # issued at a shell (the key-issue refusal bypassed)
 
     # then: both sock puppets are refused at the approve_tool step
     for key in keys:

@@ -19,11 +19,11 @@ OWNER = "Logistics integration team <logistics@example.com>"
 
 @pytest.fixture(autouse=True)
 def _fresh_specs():
-    from mcp_sources import specs
+    from mcp_sources import spec_cache
 
-    specs.forget()
+    spec_cache.forget()
     yield
-    specs.forget()
+    spec_cache.forget()
 
 
 def _free_port() -> int:

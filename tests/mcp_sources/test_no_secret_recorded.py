@@ -205,13 +205,13 @@ def test_rows_written_before_the_rule_are_shown_without_their_secrets(db, client
     created = {"tenant": "acme", "transport": "stdio", "url": typed, "command": "/usr/bin/crm",
                "args": [f"--token={ARGUMENT}"], "headers": ["X-Api-Key"], "env": ["DEMO_TOKEN"],
                "oauth_client_id": HEADER}
-    events.record(tenant_id=requester.tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status="CREATED",
-                  masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": None, "new": created},
-                  message="mcp_server crm created")
+    events.control_change_recorded(tenant_id=requester.tenant_id, status="CREATED",
+                                   masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": None, "new": created},
+                                   message="mcp_server crm created")
     old, new = {"url": typed, "args": ["--token=old"]}, {"url": typed.replace(QUERY, "x"), "args": [f"--token={ARGUMENT}"]}
-    events.record(tenant_id=requester.tenant_id, decision=AuditEvent.Decision.CONTROL_CHANGE, status="CHANGED",
-                  masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": old, "new": new},
-                  message="mcp_server crm changed: " + ", ".join(f"{k}: {old[k]!r} -> {new[k]!r}" for k in new))
+    events.control_change_recorded(tenant_id=requester.tenant_id, status="CHANGED",
+                                   masked_arguments={"object": {"type": "mcp_server", "id": "crm"}, "old": old, "new": new},
+                                   message="mcp_server crm changed: " + ", ".join(f"{k}: {old[k]!r} -> {new[k]!r}" for k in new))
     rows = AuditEvent.objects.filter(masked_arguments__object__type="mcp_server")
     assert any(QUERY in row.message for row in rows)  # the rows themselves stay as written (append-only)
 

@@ -1,4 +1,4 @@
-"""Remote tools (issue 14 items 1-5) against a local MCP server built with the SDK
+"""Remote tools against a local MCP server built with the SDK
 (mcp_sources.demo_server), started by the tests over stdio and streamable HTTP: discovery ->
 disabled until review -> enabled HIGH by an administrator -> call gated -> confirmed -> executed
 once; a changed schema disables the tool; a hung server times out and trips the breaker; another

@@ -237,11 +237,11 @@ def test_the_model_is_sent_exactly_the_stored_reviewed_definition(wx, serve, ope
     assert sent[WEATHER]["description"] == "Weather of a city."
     assert sent[WEATHER]["parameters"]["properties"] == {"city": {"type": "string", "description": "City name"}}
     # and: a stored reviewed definition that no longer hashes to the reviewed hash is not offered at all
-    from mcp_sources import specs
+    from mcp_sources import spec_cache
 
     McpTool.objects.filter(pk=row.pk).update(reviewed_definition={**row.reviewed_definition,
                                                                   "description": "Weather." + TAGS})
-    specs.forget()
+    spec_cache.forget()
     assert WEATHER not in offered_tools(user=requester)
 
 

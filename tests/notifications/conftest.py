@@ -44,7 +44,7 @@ def local_hooks(settings):
 def waits(monkeypatch) -> list[float]:
     """The backoff waits the eager delivery would sleep, recorded instead of slept."""
     recorded: list[float] = []
-    monkeypatch.setattr("notifications.tasks._wait", recorded.append)
+    monkeypatch.setattr("notifications.delivery._wait", recorded.append)
     return recorded
 
 

@@ -1,4 +1,4 @@
-"""Item 5 of issue 13, email: the people who may decide a request are told, and only they; the
+"""Email notifications: the people who may decide a request are told, and only they; the
 requester is told how it was decided; the approval context is in the message; no token anywhere."""
 from __future__ import annotations
 

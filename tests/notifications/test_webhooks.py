@@ -1,4 +1,4 @@
-"""Item 5 of issue 13, webhooks: one signed JSON POST per event and endpoint of the request's
+"""Webhook notifications: one signed JSON POST per event and endpoint of the request's
 tenant, retried with backoff through Celery on 5xx/timeouts, one delivery row per attempt, the
 URL checked, the secret never sent, the requester's decision reported too."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from approvals import services as approvals
 from notifications import signing
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.tasks import deliver_webhook
+from notifications.delivery import deliver_webhook
 from notifications.urlcheck import validate_webhook_url
 
 pytestmark = pytest.mark.django_db

@@ -14,6 +14,7 @@ from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from approvals.selectors import outcome_of
+from audit import events as audit_events
 from audit.models import AuditEvent
 from tests.tools.support import ORDER, audit_rows, install_tool, model, tool_context  # noqa: F401 - fixtures
 from tools.catalog.models import Order
@@ -293,18 +294,16 @@ REFUSED_AT_CONSUME = ToolSpec(name="test_refused_at_consume", description="Refus
 
 def test_a_refusal_and_its_audit_row_commit_together(requester, model, install_tool, monkeypatch):
     # given: the refusal's audit write fails with an error the step would otherwise keep going past
-    from approvals import services as approvals
-
     install_tool(REFUSED_AT_CONSUME, users=[requester])
     _first, pending, confirm = _confirm_and_resume(requester, model, "fine", spec=REFUSED_AT_CONSUME, call_id="call_q")
-    real = approvals._audit_request
+    real = audit_events._request_event
 
-    def failing(request, *, decision, **kwargs):
+    def failing(decision, request, **kwargs):
         if decision == "REFUSED":
             raise RuntimeError("audit chain hiccup")
-        return real(request, decision=decision, **kwargs)
+        return real(decision, request, **kwargs)
 
-    monkeypatch.setattr(approvals, "_audit_request", failing)
+    monkeypatch.setattr(audit_events, "_request_event", failing)
 
     confirm()
 
