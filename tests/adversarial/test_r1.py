@@ -6,7 +6,7 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions, requester_actions, trail
 from approvals.models import ConfirmationRequest
 from tests.tools.support import ORDER, REFUND_ORDER, race
 from tools.catalog.models import Refund, Cancellation
@@ -16,25 +16,25 @@ pytestmark = pytest.mark.postgres
 
 
 def _slow_audit(monkeypatch, decisions):
-    real = approvals._audit_request
+    real = trail.audit_request
 
     def slow(request, *, decision, **kw):
         real(request, decision=decision, **kw)
         if decision in decisions:
             time.sleep(0.6)  # the decision's transaction is still open (widens the window only)
 
-    monkeypatch.setattr(approvals, "_audit_request", slow)
+    monkeypatch.setattr(trail, "audit_request", slow)
 
 
 def test_cancel_racing_the_quorum_approval(transactional_db, requester, approver1, approver2, monkeypatch):
     out = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} amount 10 because the parcel arrived broken")
     rid = uuid.UUID(out.pending[0].confirmation_id)
-    approvals.confirmation_approve(request_id=rid, approver=approver1)
+    approver_actions.confirmation_approve(request_id=rid, approver=approver1)
     _slow_audit(monkeypatch, {"APPROVED"})
 
     def act(i):
         if i == 0:
-            return approvals.confirmation_approve(request_id=rid, approver=approver2).status
+            return approver_actions.confirmation_approve(request_id=rid, approver=approver2).status
         time.sleep(0.2)
         return services.run_cancel(run_id=out.run.pk, actor=requester, reason="stop").status
 
@@ -52,7 +52,7 @@ def test_cancel_racing_the_requester_confirm(transactional_db, requester, monkey
 
     def act(i):
         if i == 0:
-            return approvals.confirmation_confirm(token=p.token, user=requester).status
+            return requester_actions.confirmation_confirm(token=p.token, user=requester).status
         time.sleep(0.2)
         return services.run_cancel(run_id=out.run.pk, actor=requester, reason="stop").status
 

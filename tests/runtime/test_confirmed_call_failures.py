@@ -293,18 +293,18 @@ REFUSED_AT_CONSUME = ToolSpec(name="test_refused_at_consume", description="Refus
 
 def test_a_refusal_and_its_audit_row_commit_together(requester, model, install_tool, monkeypatch):
     # given: the refusal's audit write fails with an error the step would otherwise keep going past
-    from approvals import services as approvals
+    from approvals import trail
 
     install_tool(REFUSED_AT_CONSUME, users=[requester])
     _first, pending, confirm = _confirm_and_resume(requester, model, "fine", spec=REFUSED_AT_CONSUME, call_id="call_q")
-    real = approvals._audit_request
+    real = trail.audit_request
 
     def failing(request, *, decision, **kwargs):
         if decision == "REFUSED":
             raise RuntimeError("audit chain hiccup")
         return real(request, decision=decision, **kwargs)
 
-    monkeypatch.setattr(approvals, "_audit_request", failing)
+    monkeypatch.setattr(trail, "audit_request", failing)
 
     confirm()
 
