@@ -3,10 +3,9 @@ built from approvals.selectors.approval_facts, who ended the request, and why a 
 again. Labels are bilingual like the pages; unknown fact names fall back to their name."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: presentation reads attributes and imports no model
-    from approvals.models import ConfirmationRequest
+from approvals.models import ConfirmationRequest
 
 LABELS: dict[str, str] = {  # also the order facts are shown in
     "refund_amount": "This refund / 本次退款",

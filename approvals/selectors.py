@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
+from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from agentplatform import clock
 from approvals import independence
@@ -97,8 +97,6 @@ def deciders_of(request: ConfirmationRequest) -> QuerySet:
     shortcut), not its requester, independent of it (approvals.independence), and not having
     decided it already. The notifications' recipients;
     the service still re-checks every rule when one of them decides."""
-    from guardian.shortcuts import get_users_with_perms
-
     users = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
                                  with_superusers=False)
     users = users.filter(tenant_id=request.tenant_id, is_active=True).exclude(pk=request.user_id).exclude(
@@ -115,8 +113,6 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
     and independent of it (the rules of approvals.approver_actions.request_for_approver)."""
     if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
         return 0
-    from guardian.shortcuts import get_users_with_perms
-
     needed = request.quorum - approvals_counted(request)
     if needed <= 0:
         return 0
@@ -137,8 +133,6 @@ def approver_eligibility(request: ConfirmationRequest) -> dict[str, list[dict[st
     SERVICE_ACCOUNT, GRANTED_BY_REQUESTER, GRANTED_AFTER_REQUEST (approvals.independence). Only
     usernames of the request's own tenant are named. A few queries per candidate.
     """
-    from guardian.shortcuts import get_users_with_perms
-
     holders = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
                                    with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True)
     candidates = {u.pk: u for u in holders.order_by("username")}
