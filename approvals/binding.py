@@ -27,3 +27,8 @@ class CallBinding:
         if self.arguments_hash:
             where["arguments_hash"] = self.arguments_hash
         return where
+
+    def exact_where(self) -> dict[str, Any]:
+        """As `where`, with the arguments hash always a condition: consuming needs the very call,
+        so an empty hash matches no stored request instead of any."""
+        return {**self.where(), "arguments_hash": self.arguments_hash}

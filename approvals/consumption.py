@@ -71,7 +71,7 @@ def confirmation_consume(
     # One compare-and-set that also returns what the re-evaluation below needs (no second read).
     consumed = update_row(
         ConfirmationRequest, request_id, {"status": Status.CONSUMED, "consumed_at": now},
-        where={"status": Status.CONFIRMED, **binding.where()},
+        where={"status": Status.CONFIRMED, **binding.exact_where()},
         returning=("policy", "quorum", "tool", "revision", "created_at"))
     if consumed is None:
         request = ConfirmationRequest.objects.filter(pk=request_id, tenant_id=tenant_id).first()
