@@ -240,3 +240,21 @@ class MaskingFilter(logging.Filter):
 LOG_RECORD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 # ... and the correlation ids, hex, which a digit-run rule could garble.
 _NOT_MASKED = LOG_RECORD_ATTRIBUTES | {"request_id", "run_id", "conversation_id", "tool_call_id", "user_id", "tenant"}
+
+
+# A confirmation token as a requester may paste it (`ct_` and at least 16 URL-safe characters), and
+# the looser shape the offline planner removes from what it echoes (`ct_` and anything URL-safe).
+_CONFIRMATION_TOKEN = re.compile(r"\bct_[A-Za-z0-9_\-]{16,}")
+_CONFIRMATION_TOKEN_PREFIX = re.compile(r"\bct_[A-Za-z0-9_\-]*")
+
+
+def redact_tokens(text: str, *, placeholder: str = "[redacted token]", any_length: bool = False) -> str:
+    """`text` with anything shaped like a confirmation token replaced by `placeholder`.
+
+    A user who pastes a token into a chat message must not send it to the model, the memory or a
+    stored reason: the token proves a person's consent and never goes into a prompt. any_length:
+    also replace a bare `ct_` prefix or a short fragment (the offline planner, which quotes the
+    user back). Only confirmation tokens: `mask_text` masks the rest.
+    """
+    pattern = _CONFIRMATION_TOKEN_PREFIX if any_length else _CONFIRMATION_TOKEN
+    return pattern.sub(placeholder, text)

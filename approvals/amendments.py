@@ -1,20 +1,20 @@
-"""Edit, respond, withdraw (issue 13 items 3 and 6): the decisions besides approve and reject.
+"""The approver's amendments: edit and respond, the approver decisions besides approve and reject.
 
 - **edit**: an approver replaces the arguments of a PENDING approver-gated request. The tool
   re-validates them (schema, business rules, money normalisation, precheck) through the rebinder
   that `tools.apps` registers (approvals sits below tools and never imports it); the request gets
   the new binding (arguments, hash, masked arguments, summary rebuilt by the tool, facts), its
   `revision` goes up, the quorum restarts, and the edit counts as its author's approval of what
-  they wrote, never alone (`services.quorum_reached`). Audited EDITED with both hashes. Only what
+  they wrote, never alone (`rules.quorum_reached`). Audited EDITED with both hashes. Only what
   the tool declares editable may change, never beyond what the requester asked for (an amount
   only down from theirs); anything else is refused (EDIT_NOT_ALLOWED), never sent on.
 - **respond**: an approver answers with guidance instead of a decision; the request ends
   RESPONDED and the model reads the guidance as a tool message that is neither a success nor a
   rejection (code APPROVER_GUIDANCE).
-- **withdraw**: the requester withdraws their own PENDING request; it ends WITHDRAWN, its token is
-  void, and the run is told (code WITHDRAWN).
 
-Each is one durable transaction with its audit row; a refusal is audited after the rollback.
+Each is a top-level service: one durable transaction with its audit row, never called inside a
+caller's transaction; a refusal is audited after the rollback. (The requester's withdrawal lives
+in approvals.requester_actions.)
 """
 from __future__ import annotations
 
@@ -25,20 +25,14 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock, correlation
+from agentplatform import clock
 from agentplatform.db import update_row
 from agentplatform.redaction import mask_text
-from approvals.errors import (
-    ApprovalForbidden,
-    ArgumentsChanged,
-    ConfirmationAlreadyDecided,
-    ConfirmationNotFound,
-    EditInvalid,
-    EditUnchanged,
-    ReasonRequired,
-)
+from approvals import signals
+from approvals.approver_actions import request_for_approver
+from approvals.errors import ArgumentsChanged, ConfirmationAlreadyDecided, EditInvalid, EditUnchanged, ReasonRequired
+from approvals.guard import guarded
 from approvals.models import Approval, ConfirmationRequest
-from approvals.services import _guarded, _require_open, _settle, refuse_service_account, require_independent
 from audit import events
 
 Status = ConfirmationRequest.Status
@@ -87,26 +81,15 @@ def describe_changes(changes: list[dict[str, Any]]) -> str:
     return "; ".join(f"{c['field']}: {shown(c['from'])} → {shown(c['to'])}" for c in changes)
 
 
+# The approver rules of approve and reject, in the words of an edit or a response.
+OWN_CALL = "a requester never approves or edits their own call"
+
+
 def _lock_for_approver(*, actor, request_id: uuid.UUID) -> ConfirmationRequest:
-    """The request locked for a decision by `actor`, with the approver rules of `_decide`:
-    tenant (404), approver-gated, not the requester, `approve_tool` (403), still open (410/409)."""
-    if actor.tenant_id is None:
-        raise ConfirmationNotFound("unknown confirmation request")
-    request = (ConfirmationRequest.objects.select_for_update(of=("self",)).select_related("tool", "tenant", "user")
-               .filter(pk=request_id, tenant_id=actor.tenant_id).first())
-    if request is None:
-        raise ConfirmationNotFound("unknown confirmation request")
-    if request.policy != ConfirmationRequest.Policy.APPROVERS:
-        raise ApprovalForbidden("this call is confirmed by its requester, not by approvers")
-    if request.user_id == actor.pk:
-        raise ApprovalForbidden("a requester never approves or edits their own call")
-    refuse_service_account(actor)
-    if not actor.has_perm("tools.approve_tool", request.tool):
-        raise ApprovalForbidden("you do not hold approve_tool on this tool")
-    require_independent(actor=actor, request=request)
-    correlation.set_run_id(request.run_id)
-    _require_open(request, now=clock.now())
-    return request
+    """The request locked for an edit or a response by `actor`, with its tool, tenant and
+    requester read (the rebinder needs them): `approver_actions.request_for_approver`."""
+    return request_for_approver(actor=actor, request_id=request_id, own_call=OWN_CALL,
+                                related=("tool", "tenant", "user"))
 
 
 @transaction.atomic(durable=True)
@@ -137,8 +120,8 @@ def _edit(*, actor, request_id: uuid.UUID, arguments: Any, base_arguments_hash: 
                             revision=revision, arguments_hash=binding.arguments_hash, changes=changes)
     said = f"; comment: {comment[:200]}" if comment else ""
     events.request_edited(request, actor_id=actor.pk, status=f"REVISION_{revision}",
-                          message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
-                                   + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
+                   message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
+                            + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
     # No confirmation here: the edit is its author's approval, never enough alone (quorum_reached).
     return request
 
@@ -162,7 +145,7 @@ def confirmation_edit(*, request_id: uuid.UUID, editor, arguments: Any, base_arg
     if not isinstance(base_arguments_hash, str) or not base_arguments_hash:
         raise EditInvalid("base_arguments_hash is required: the arguments_hash you edited",
                           errors=[{"field": "base_arguments_hash", "error": "required"}])
-    return _guarded(_edit, actor=editor, request_id=request_id, arguments=arguments,
+    return guarded(_edit, actor=editor, request_id=request_id, arguments=arguments,
                     base_arguments_hash=base_arguments_hash, comment=comment or "")
 
 
@@ -181,7 +164,7 @@ def _respond(*, actor, request_id: uuid.UUID, guidance: str) -> ConfirmationRequ
         "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": request.decision_reason,
         "outcome_code": request.outcome_code, "token_hash": None})
     events.request_responded(request, actor_id=actor.pk, message=guidance[:500])
-    _settle(request)
+    signals.send_settled(request)
     return request
 
 
@@ -194,37 +177,4 @@ def confirmation_respond(*, request_id: uuid.UUID, approver, guidance: str) -> C
     """
     if not isinstance(guidance, str) or not guidance.strip():
         raise ReasonRequired("a response needs guidance for the assistant")
-    return _guarded(_respond, actor=approver, request_id=request_id, guidance=guidance.strip())
-
-
-@transaction.atomic(durable=True)
-def _withdraw(*, actor, request_id: uuid.UUID, reason: str) -> ConfirmationRequest:
-    if actor.tenant_id is None:
-        raise ConfirmationNotFound("unknown confirmation request")
-    # Only the requester's own request: anyone else's (same tenant or not) is unknown (404).
-    request = (ConfirmationRequest.objects.select_for_update()
-               .filter(pk=request_id, tenant_id=actor.tenant_id, user_id=actor.pk).first())
-    if request is None:
-        raise ConfirmationNotFound("unknown confirmation request")
-    correlation.set_run_id(request.run_id)
-    now = clock.now()
-    _require_open(request, now=now)
-    reason = mask_text(reason)[:500] or "withdrawn by the requester"
-    request.status, request.decided_at, request.decided_by_id = Status.WITHDRAWN, now, actor.pk
-    request.decision_reason, request.outcome_code, request.token_hash = reason, "WITHDRAWN", None
-    update_row(ConfirmationRequest, request.pk, {
-        "status": request.status, "decided_at": now, "decided_by": actor.pk, "decision_reason": reason,
-        "outcome_code": "WITHDRAWN", "token_hash": None})  # the token is void from now on
-    events.request_withdrawn(request, actor_id=actor.pk, message=reason)
-    _settle(request)
-    return request
-
-
-def confirmation_withdraw(*, request_id: uuid.UUID, requester, reason: str = "") -> ConfirmationRequest:
-    """The requester withdraws their own PENDING request (either policy): WITHDRAWN, nothing runs,
-    its token can no longer be used, audited; the run resumes and the model is told (WITHDRAWN).
-
-    Raises ConfirmationNotFound (404: unknown, or not the caller's own), ConfirmationExpired (410),
-    ConfirmationAlreadyDecided (409: no longer pending).
-    """
-    return _guarded(_withdraw, actor=requester, request_id=request_id, reason=reason or "")
+    return guarded(_respond, actor=approver, request_id=request_id, guidance=guidance.strip())

@@ -5,7 +5,17 @@ from agentplatform.errors import Conflict, DomainError, NotFound, PermissionDeni
 
 
 class ConfirmationNotFound(NotFound):
-    """Unknown request or token, or one of another tenant or user."""
+    """A person named a request or token they cannot decide: unknown, or another tenant's or
+    user's (HTTP 404)."""
+
+    code = "CONFIRMATION_INVALID"
+
+
+class ConfirmationNotConsumable(NotFound):
+    """At consume time no CONFIRMED request matches exactly this call: a binding that differs
+    (another tenant, user, conversation, tool or arguments), a replay, or a request that is not
+    CONFIRMED. Raised inside the executing transaction; the same code as an unknown request, so a
+    probe learns nothing from it."""
 
     code = "CONFIRMATION_INVALID"
 

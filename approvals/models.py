@@ -1,16 +1,44 @@
 """Confirmation requests (one gated tool call each) and the human decisions on them."""
 from __future__ import annotations
 
+import datetime
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+
+from agentplatform import clock
+
+
+class ConfirmationRequestQuerySet(models.QuerySet):
+    """Derived states of requests, spelled once.
+
+    "Open": PENDING and not past `expires_at`, so a person may still decide it. "Due": PENDING and
+    past `expires_at`, waiting for the expiry sweep. Only an undecided request expires: a CONFIRMED
+    request is a decision already made, kept until its turn settles, and never relabelled EXPIRED.
+    """
+
+    def open(self, *, now: datetime.datetime | None = None) -> ConfirmationRequestQuerySet:
+        """Requests a person may still decide at `now` (default: the clock's now)."""
+        return self.filter(**ConfirmationRequest.open_conditions(now or clock.now()))
+
+    def due(self, *, now: datetime.datetime | None = None) -> ConfirmationRequestQuerySet:
+        """Requests past their deadline at `now` (default: the clock's now) that nobody decided:
+        the ones the expiry sweep marks EXPIRED."""
+        return self.filter(status=ConfirmationRequest.Status.PENDING, expires_at__lte=now or clock.now())
+
+    def pending_or_confirmed(self) -> ConfirmationRequestQuerySet:
+        """Requests not yet run nor ended (PENDING or CONFIRMED): what a newer request for the same
+        action supersedes and what an ended run or a moved requester cancels."""
+        return self.filter(status__in=ConfirmationRequest.NOT_YET_RUN)
 
 
 class ConfirmationRequest(models.Model):
     """One pending gated tool call, bound to tenant, user, conversation, tool, arguments hash and expiry.
 
-    States (seed 002 section 14, extended; docs/decisions.md): PENDING -> CONFIRMED -> CONSUMED,
+    States (docs/decisions.md): PENDING -> CONFIRMED -> CONSUMED,
     or PENDING -> EXPIRED (nobody decided in time; a CONFIRMED request never expires),
     CANCELLED (the requester declined, an approver rejected, or the run was cancelled),
     SUPERSEDED (a newer request for the same business action replaced it), REFUSED (confirmed,
@@ -19,8 +47,8 @@ class ConfirmationRequest(models.Model):
     PENDING under the new policy (audited REGATED). `decided_by` / `decision_reason` say who ended
     it and why; `outcome_code` what happened at execution (OK, a business failure code, or the
     refusal code). RESPONDED: an approver answered with guidance instead of a decision (nothing ran;
-    the model reads the guidance, issue 13 item 3). WITHDRAWN: the requester withdrew it while it
-    was pending (nothing ran; item 6). An approver's edit replaces `arguments` (and the binding:
+    the model reads the guidance). WITHDRAWN: the requester withdrew it while it
+    was pending (nothing ran). An approver's edit replaces `arguments` (and the binding:
     `arguments_hash`, `masked_arguments`, `summary`, `approval_context`) and increments `revision`;
     the first binding's hash stays in `original_arguments_hash`, and only decisions on the current
     revision count towards the quorum. Only the SHA-256 of the requester's token is stored (`token_hash`); approver-gated
@@ -42,6 +70,11 @@ class ConfirmationRequest(models.Model):
     class Policy(models.TextChoices):
         REQUESTER = "REQUESTER", "Requester confirmation"
         APPROVERS = "APPROVERS", "Approvers with quorum"
+
+    # Requests not yet run nor ended: PENDING, or CONFIRMED and waiting for their turn.
+    NOT_YET_RUN = (Status.PENDING, Status.CONFIRMED)
+
+    objects = ConfirmationRequestQuerySet.as_manager()
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
@@ -93,9 +126,29 @@ class ConfirmationRequest(models.Model):
     def __str__(self) -> str:
         return f"{self.tool_name} {self.status} ({self.id})"
 
-    @property
-    def is_open(self) -> bool:
-        return self.status == self.Status.PENDING
+    @classmethod
+    def open_conditions(cls, now: datetime.datetime) -> dict[str, Any]:
+        """The field conditions of an open request at `now` (PENDING, not past `expires_at`), for
+        the prebuilt statements of agentplatform.db, which take conditions rather than querysets."""
+        return {"status": cls.Status.PENDING, "expires_at__gt": now}
+
+    @classmethod
+    def open_q(cls, now: datetime.datetime) -> Q:
+        """`open_conditions(now)` as a Q, to combine or negate in a filter."""
+        return Q(**cls.open_conditions(now))
+
+    def is_open_at(self, now: datetime.datetime) -> bool:
+        """Whether a person may still decide this request at `now` (PENDING, not past `expires_at`)."""
+        return self.status == self.Status.PENDING and self.expires_at > now
+
+    def is_due_at(self, now: datetime.datetime) -> bool:
+        """Whether this request is past its deadline at `now` with nobody having decided it, though
+        the expiry sweep has not marked it EXPIRED yet."""
+        return self.status == self.Status.PENDING and self.expires_at <= now
+
+    def is_expired_at(self, now: datetime.datetime) -> bool:
+        """Whether this request expired by `now`: marked EXPIRED, or due and not swept yet."""
+        return self.status == self.Status.EXPIRED or self.is_due_at(now)
 
 
 class Approval(models.Model):

@@ -1,9 +1,11 @@
-"""How a request's facts read to a person (dashboard card, notifications): labelled rows built
-from approvals.selectors.approval_facts. Labels are bilingual like the pages; unknown fact names
-fall back to their name."""
+"""How a request reads to a person (dashboard card, notifications, the model): labelled fact rows
+built from approvals.selectors.approval_facts, who ended the request, and why a decided call waits
+again. Labels are bilingual like the pages; unknown fact names fall back to their name."""
 from __future__ import annotations
 
 from typing import Any
+
+from approvals.models import ConfirmationRequest
 
 LABELS: dict[str, str] = {  # also the order facts are shown in
     "refund_amount": "This refund / 本次退款",
@@ -73,3 +75,19 @@ def regate_reason(*, cause: str, tool: str, quorum: int, counted: int, risk: str
             f"approve it, left the tenant, or is not independent of the request. Your request is waiting for approvers.",
             f"{tool} 需要 {quorum} 位审批，其中只有 {counted} 位仍然有效：有审批人失去了审批权限、已离开该租户或与请求不独立，"
             f"您的请求正在等待审批。")
+
+
+def decider(request: ConfirmationRequest) -> dict[str, str] | None:
+    """Who ended `request`, as shown to the model and the people: {"role", "username"} with role
+    "requester" (declined or confirmed with the token), "approver" (an Approval decided it), or
+    "administrator" (cancelled the run); None when the platform ended it (expiry, supersession,
+    refusal). Reads `decided_by` (select it with the request)."""
+    if request.decided_by_id is None or request.decided_by is None:
+        return None
+    if request.decided_by_id == request.user_id:
+        role = "requester"
+    elif request.outcome_code == "RUN_ENDED":
+        role = "administrator"
+    else:
+        role = "approver"
+    return {"role": role, "username": request.decided_by.get_username()}

@@ -1,7 +1,8 @@
 """Reads of confirmation requests for the people who decide them (dashboard and API).
 
-Scoping rules (DESIGN section 7, issue 3): same tenant, `approve_tool` held on the request's tool
-(user or group grant, no global grant), approver-gated policy, never the reader's own request.
+Scoping rules: same tenant, `approve_tool` held on the request's tool (user or group grant, no
+global grant, as django-guardian's `accept_global_perms=False`), approver-gated policy, never the
+reader's own request. The requester's own reads are approvals.requester_selectors.
 """
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
+from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from agentplatform import clock
 from approvals import independence
 from approvals.models import Approval, ConfirmationRequest
-from audit.models import AuditEvent
+from approvals.rules import COUNTED
 
-COUNTED = (Approval.Decision.APPROVE, Approval.Decision.EDIT)  # as approvals.services.COUNTED
 
 Status = ConfirmationRequest.Status
 
@@ -33,7 +33,7 @@ def approvals_counted(request: ConfirmationRequest) -> int:
     return Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision).count()
 
 
-def _annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
+def annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
     """Add `approvals_count` (APPROVE and EDIT decisions on the current revision: an edit restarts
     the quorum) and `decided_by_me` (on the current revision); prefetch the decisions."""
     return qs.select_related("user", "tool").prefetch_related("approvals__approver").annotate(
@@ -62,14 +62,12 @@ def requests_decidable_by(*, user) -> QuerySet[ConfirmationRequest]:
     """
     if user.tenant_id is None or not user.is_active:
         return ConfirmationRequest.objects.none()
-    qs = ConfirmationRequest.objects.filter(
+    qs = ConfirmationRequest.objects.open().filter(
         tenant_id=user.tenant_id,
         policy=ConfirmationRequest.Policy.APPROVERS,
-        status=Status.PENDING,
-        expires_at__gt=clock.now(),
         tool__in=_approvable_tools(user),
     ).exclude(user_id=user.pk)
-    qs = _annotated(_independent(qs, user), user).filter(decided_by_me=False)
+    qs = annotated(_independent(qs, user), user).filter(decided_by_me=False)
     return qs.order_by("-created_at")
 
 
@@ -87,9 +85,8 @@ def count_decidable_by(*, user) -> int:
     (no query)."""
     if not getattr(user, "is_authenticated", False) or user.tenant_id is None or not user.is_active:
         return 0
-    return _independent(ConfirmationRequest.objects.filter(
-        tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, status=Status.PENDING,
-        expires_at__gt=clock.now(), tool__in=_approvable_tools(user),
+    return _independent(ConfirmationRequest.objects.open().filter(
+        tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, tool__in=_approvable_tools(user),
     ).exclude(user_id=user.pk), user).filter(
         ~Exists(Approval.objects.filter(request=OuterRef("pk"), approver_id=user.pk))).count()
 
@@ -100,8 +97,6 @@ def deciders_of(request: ConfirmationRequest) -> QuerySet:
     shortcut), not its requester, independent of it (approvals.independence), and not having
     decided it already. The notifications' recipients;
     the service still re-checks every rule when one of them decides."""
-    from guardian.shortcuts import get_users_with_perms
-
     users = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
                                  with_superusers=False)
     users = users.filter(tenant_id=request.tenant_id, is_active=True).exclude(pk=request.user_id).exclude(
@@ -115,11 +110,9 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
     people who may still decide its current revision can give (0 when its quorum is reachable,
     and for any other request). Those people: active members of its tenant holding `approve_tool`
     on its tool through a user or group grant, not its requester, not having decided this revision
-    and independent of it (the service's rules: approvals.services._decide)."""
+    and independent of it (the rules of approvals.approver_actions.request_for_approver)."""
     if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
         return 0
-    from guardian.shortcuts import get_users_with_perms
-
     needed = request.quorum - approvals_counted(request)
     if needed <= 0:
         return 0
@@ -140,8 +133,6 @@ def approver_eligibility(request: ConfirmationRequest) -> dict[str, list[dict[st
     SERVICE_ACCOUNT, GRANTED_BY_REQUESTER, GRANTED_AFTER_REQUEST (approvals.independence). Only
     usernames of the request's own tenant are named. A few queries per candidate.
     """
-    from guardian.shortcuts import get_users_with_perms
-
     holders = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
                                    with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True)
     candidates = {u.pk: u for u in holders.order_by("username")}
@@ -173,9 +164,7 @@ def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
         (Q(tool__in=_approvable_tools(user)) & ~Q(user_id=user.pk))
         | Q(pk__in=Approval.objects.filter(approver=user).values("request_id"))
     )
-    qs = _annotated(qs, user).filter(
-        ~Q(status=Status.PENDING) | Q(expires_at__lte=now) | Q(decided_by_me=True)
-    )
+    qs = annotated(qs, user).filter(~ConfirmationRequest.open_q(now) | Q(decided_by_me=True))
     return qs.order_by("-created_at")
 
 
@@ -187,10 +176,10 @@ def request_as_seen_by_decider(*, user, request_id) -> ConfirmationRequest | Non
         return None
     qs = ConfirmationRequest.objects.filter(
         pk=request_id, tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS)
-    return _annotated(qs, user).first()
+    return annotated(qs, user).first()
 
 
-# -- the facts beside the arguments (issue 13 items 1 and 7) ------------------------------------
+# -- the facts beside the arguments ------------------------------------------------------------
 
 ASSISTANT_TEXT_CAP = 280  # characters of a free-text argument shown before it is cut (with a marker)
 
@@ -282,7 +271,7 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
     label: what a badge shows, e.g. "FAILED (REFUND_EXCEEDS_AMOUNT)".
     """
     code = request.outcome_code or ""
-    if request.status == Status.EXPIRED or (request.status == Status.PENDING and request.expires_at <= clock.now()):
+    if request.is_expired_at(clock.now()):
         outcome = "EXPIRED"
     elif request.status == Status.CONSUMED:
         outcome = "EXECUTED" if code in ("", "OK", "IDEMPOTENT_HIT") else "FAILED"
@@ -295,34 +284,3 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
         outcome = str(request.status)
     label = f"{outcome} ({code})" if outcome in ("FAILED", "REFUSED") and code else outcome
     return {"outcome": outcome, "code": code, "label": label}
-
-
-# -- the requester's own requests (issue 13 item 6) ----------------------------------------------
-
-def requests_of(*, user, state: str = "all") -> QuerySet[ConfirmationRequest]:
-    """The confirmation requests `user` made (either policy), newest first, with `approvals_count`
-    (APPROVE and EDIT decisions on the current revision), the decisions and their approvers
-    prefetched, and `decided_by` selected.
-
-    state: "open" (PENDING and not past `expires_at`: what can still be withdrawn), "history"
-    (everything else), "all". Only the user's own requests in the user's tenant: nobody else's,
-    whatever their role. A user without a tenant gets an empty queryset.
-    """
-    if user.tenant_id is None:
-        return ConfirmationRequest.objects.none()
-    qs = ConfirmationRequest.objects.filter(tenant_id=user.tenant_id, user_id=user.pk)
-    open_now = Q(status=Status.PENDING, expires_at__gt=clock.now())
-    if state == "open":
-        qs = qs.filter(open_now)
-    elif state == "history":
-        qs = qs.exclude(open_now)
-    return _annotated(qs, user).select_related("decided_by").order_by("-created_at")
-
-
-def regates_of(*, tenant_id: int, request_ids: list) -> dict:
-    """{request id: {"at": datetime, "message": "English / 中文"}}: the latest time each request was
-    sent back to approvers because its policy became stricter after a decision (the REGATED audit
-    row, masked), for the requests of `request_ids` that were; one query on the tenant's trail."""
-    rows = (AuditEvent.objects.filter(tenant_id=tenant_id, confirmation_id__in=list(request_ids), status="REGATED")
-            .order_by("occurred_at").values_list("confirmation_id", "occurred_at", "message"))
-    return {request_id: {"at": at, "message": message} for request_id, at, message in rows}  # the latest wins

@@ -11,5 +11,24 @@ receivers (notifications) defer their work with `transaction.on_commit` as well.
 """
 from django.dispatch import Signal
 
+from approvals.models import ConfirmationRequest
+
 confirmation_settled = Signal()
 approvers_needed = Signal()
+
+
+def send_settled(request: ConfirmationRequest) -> None:
+    """Send `confirmation_settled` for `request` (a ConfirmationRequest just ended or confirmed),
+    inside the transaction that settled it."""
+    confirmation_settled.send(
+        sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status,
+        policy=request.policy,
+    )
+
+
+def send_approvers_needed(request: ConfirmationRequest) -> None:
+    """Send `approvers_needed` when `request` is approver-gated and PENDING (created, or sent back
+    to waiting), inside that transaction; otherwise nothing."""
+    if (request.policy == ConfirmationRequest.Policy.APPROVERS
+            and request.status == ConfirmationRequest.Status.PENDING):
+        approvers_needed.send(sender=ConfirmationRequest, request_id=request.id, tenant_id=request.tenant_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from approvals.services import confirmations_expire
+from approvals.expiry import confirmations_expire
 
 BATCH = 500
 MAX_BATCHES = 20  # at most 10 000 requests per run; the next beat tick takes the rest

@@ -110,7 +110,7 @@ def confirmed_calls(*, user, conversation_id: uuid.UUID, order_ids: list[str]) -
     """For each order: propose cancel_order through the pipeline (CONFIRMATION_REQUIRED with a token),
     then confirm the token through `confirmation_confirm`. The requests carry no run (they are
     consumed by calling the pipeline directly), so no resume is enqueued."""
-    from approvals import services as approvals
+    from approvals import requester_actions
     from tools.manager import ToolCallingManager
 
     manager, ctx, calls = ToolCallingManager(), tool_context(user=user, conversation_id=conversation_id), []
@@ -120,7 +120,7 @@ def confirmed_calls(*, user, conversation_id: uuid.UUID, order_ids: list[str]) -
         pending = manager.execute_tool_calls(ctx, message).pending
         if len(pending) != 1 or not pending[0].token:
             raise RuntimeError(f"cancel_order for {order_id} was not gated for the requester's confirmation")
-        approvals.confirmation_confirm(token=pending[0].token, user=user)
+        requester_actions.confirmation_confirm(token=pending[0].token, user=user)
         calls.append(ConfirmedCall(order_id=order_id, call_id=call_id, message=message,
                                    request_id=uuid.UUID(pending[0].confirmation_id)))
     return calls

@@ -78,17 +78,17 @@ def ask(*, user, order_id: str, kind: str):
 
 def decide(*, outcome, approvers) -> float:
     """Make the settling decision; returns the wall-clock instant the decision call started."""
-    from approvals import services as approvals
+    from approvals import approver_actions, requester_actions
 
     pending = outcome.pending[0]
     if pending.token:
         started = time.time()
-        approvals.confirmation_confirm(token=pending.token, user=outcome.run.user)
+        requester_actions.confirmation_confirm(token=pending.token, user=outcome.run.user)
         return started
     first, second = approvers
-    approvals.confirmation_approve(request_id=pending.confirmation_id, approver=first, comment="bench")
+    approver_actions.confirmation_approve(request_id=pending.confirmation_id, approver=first, comment="bench")
     started = time.time()
-    approvals.confirmation_approve(request_id=pending.confirmation_id, approver=second, comment="bench")
+    approver_actions.confirmation_approve(request_id=pending.confirmation_id, approver=second, comment="bench")
     return started
 
 

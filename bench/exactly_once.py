@@ -91,7 +91,7 @@ def waiting_runs(*, user, order_ids: list[str], confirm: bool) -> list:
     """One run per order, waiting for its cancel_order confirmation. confirm=True also confirms it
     with the runtime's resume held back. Returns [(run_id, token)]."""
     from agentplatform.runtime import receivers, services
-    from approvals import services as approvals
+    from approvals import requester_actions
     from approvals.signals import confirmation_settled
 
     import _data
@@ -105,7 +105,7 @@ def waiting_runs(*, user, order_ids: list[str], confirm: bool) -> list:
                                          message=f"Please cancel order {order_id} because bench: customer changed")
             token = outcome.pending[0].token
             if confirm:
-                approvals.confirmation_confirm(token=token, user=user)
+                requester_actions.confirmation_confirm(token=token, user=user)
             runs.append((outcome.run.pk, conversation.pk, token))
     finally:
         confirmation_settled.connect(receivers.enqueue_resume_on_commit, dispatch_uid="runtime.resume_on_settle")

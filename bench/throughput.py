@@ -131,7 +131,7 @@ def consumes(*, user, clients: int, tokens: int) -> None:
 
 def resumes(*, user, clients: int, runs: int, processes: bool = False) -> None:
     from agentplatform.runtime import loop, services
-    from approvals import services as approvals
+    from approvals import requester_actions
     from approvals.signals import confirmation_settled
 
     import _data
@@ -145,7 +145,7 @@ def resumes(*, user, clients: int, runs: int, processes: bool = False) -> None:
             conversation = _data.conversation(user=user, label=f"throughput resume {order_id}")
             outcome = services.chat_send(user=user, conversation_id=conversation.id,
                                          message=f"Please cancel order {order_id} because bench: customer changed")
-            approvals.confirmation_confirm(token=outcome.pending[0].token, user=user)
+            requester_actions.confirmation_confirm(token=outcome.pending[0].token, user=user)
             run_ids.append(outcome.run.pk)
     finally:
         from agentplatform.runtime import receivers

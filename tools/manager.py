@@ -21,8 +21,8 @@ from agentplatform.db import retry_on_serialization_failure, transaction_usable
 from agentplatform.errors import PermissionDenied
 from agentplatform.redaction import mask_json, mask_text
 from agentplatform.text import loads_json, unstorable_reason
-from approvals import services as approvals
-from approvals.errors import ConfirmationExpired, ConfirmationNotFound, ConfirmationRegated, ConsumeRefused
+from approvals import consumption, proposal, unconsumed
+from approvals.errors import ConfirmationExpired, ConfirmationNotConsumable, ConfirmationRegated, ConsumeRefused
 from approvals.models import ConfirmationRequest
 from approvals.selectors import edit_provenance
 from audit import events, metrics
@@ -385,7 +385,7 @@ class ToolCallingManager:
         if confirmation_id is not None:
             audit.confirmation_id = confirmation_id
             if self._hold_run(ctx):
-                if not approvals.confirmation_refuse(request_id=confirmation_id, code=result.code,
+                if not unconsumed.confirmation_refuse(request_id=confirmation_id, code=result.code,
                                                      message=result.message, **_binding(audit)):
                     ran = self._what_ran(ctx, confirmation_id, audit)
                     if ran is not None:
@@ -513,7 +513,7 @@ class ToolCallingManager:
 
     def _create_request(self, ctx, call, spec, row, params, normalized, policy, audit, key) -> CallOutcome:
         shown = approval_context.capture(ctx, spec, params)  # read-only, tenant-scoped, masked
-        request, token = approvals.confirmation_create(
+        request, token = proposal.confirmation_create(
             tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
             tool_call_id=call.id, tool_id=row.pk, tool_name=spec.name, arguments=normalized,
             masked_arguments=audit.masked, arguments_hash=audit.hash, summary=spec.summary(params, shown["facts"]),
@@ -577,7 +577,7 @@ class ToolCallingManager:
                 # The rows this attempt writes name the process and the run lease it ran under.
                 audit.execution = {"holder": correlation.holder(), "lease": lease or None}
                 if confirmation_id is not None:
-                    audit.revision = approvals.confirmation_consume(
+                    audit.revision = consumption.confirmation_consume(
                         request_id=confirmation_id, tenant_id=ctx.tenant_id, user_id=ctx.user_id,
                         conversation_id=ctx.conversation_id, tool_name=spec.name, arguments_hash=audit.hash,
                         policy=policy.policy, quorum=policy.quorum, risk=policy.risk, ttl_seconds=policy.ttl_seconds,
@@ -597,7 +597,7 @@ class ToolCallingManager:
                     if outcome.kind not in ("EXECUTED", "IDEMPOTENT_HIT"):
                         # A conflict is not an execution: the decision is not spent on it.
                         raise ConsumeRefused(outcome.result.message, code=outcome.result.code)
-                    approvals.confirmation_record_outcome(
+                    consumption.confirmation_record_outcome(
                         request_id=confirmation_id,
                         code=outcome.result.code if outcome.kind == "EXECUTED" else "IDEMPOTENT_HIT")
                 if settings.TOOLS_THROW_ON_ERROR and outcome.kind == "EXECUTED" and not outcome.result.success:
@@ -615,7 +615,7 @@ class ToolCallingManager:
             # savepoint, and a retry runs inside the same step (agentplatform.db).
             return retry_on_serialization_failure(consume_and_execute, own_savepoint=True)  # at most 3 attempts
         except ConfirmationRegated as regated:
-            request = approvals.confirmation_regate(request_id=confirmation_id, regate=regated.regate)
+            request = unconsumed.confirmation_regate(request_id=confirmation_id, regate=regated.regate)
             if request is None:
                 return CallOutcome(call, audit.stop("DENIED", ToolResult.failure(
                     "CONFIRMATION_INVALID", "the confirmation was decided elsewhere meanwhile")))
@@ -626,7 +626,7 @@ class ToolCallingManager:
                 refused.code, refused.message), decision="REFUSED"))
         except ConfirmationExpired as error:
             return CallOutcome(call, audit.stop("EXPIRED", ToolResult.failure("CONFIRMATION_EXPIRED", error.message)))
-        except ConfirmationNotFound as error:
+        except ConfirmationNotConsumable as error:
             # Already consumed: by an earlier attempt whose worker died after committing (recovery),
             # or by a racing resume. A keyed call answers from the record that attempt stored.
             earlier = idempotency_peek(tenant_id=ctx.tenant_id, key=key, arguments_hash=audit.hash) if key else None
@@ -666,9 +666,9 @@ class ToolCallingManager:
         if confirmation_id is None or not self._hold_run(ctx):
             return
         if attempted:
-            approvals.confirmation_spend_failed(request_id=confirmation_id, code=code, **_binding(audit))
+            unconsumed.confirmation_spend_failed(request_id=confirmation_id, code=code, **_binding(audit))
         else:
-            approvals.confirmation_refuse(request_id=confirmation_id, code=code,
+            unconsumed.confirmation_refuse(request_id=confirmation_id, code=code,
                                           message=f"the call failed before the tool ran ({error_name})",
                                           **_binding(audit))
 
@@ -682,7 +682,7 @@ class ToolCallingManager:
 
 
 def _binding(audit: "_CallAudit") -> dict[str, Any]:
-    """The binding of the call `audit` describes, as `approvals.confirmation_refuse` takes it: a
+    """The binding of the call `audit` describes, as `unconsumed.confirmation_refuse` takes it: a
     request is ended only from the call it is bound to (DESIGN section 8). The arguments hash is
     "" until the arguments were validated (a call refused before that is matched without it)."""
     ctx = audit.ctx

@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx2
 
+from agentplatform.redaction import redact_tokens
+
 MODEL_NAME = "offline-planner"
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -41,7 +43,6 @@ _REASON = re.compile(r"(?:\bbecause(?:\s+of)?\b|\breason\s*(?:is\b|[:：])|\bdue
 _REASON_END = re.compile(r"[.;!?。；！？\n]|\s+and\s+(?:check|cancel|refund|list|show)\b|并且|然后|，(?:再|并|然后)")
 _AMOUNT = re.compile(r"(?:\bamount(?:\s+of)?|\brefund(?:ing)?|退款|金额)\s*[:：]?\s*[$¥￥]?\s*(\d+(?:\.\d{1,2})?)(?!\d)",
                      re.I)
-_TOKEN = re.compile(r"\bct_[A-Za-z0-9_\-]*")
 # A parcel's tracking number: the demo's remote tool (mcp_sources.demo_server, registered as the MCP
 # server "logistics"), called by its wire name like any other tool.
 _TRACKING = re.compile(r"\b(?:SF|YT)\d{10}\b")
@@ -63,11 +64,6 @@ _HELP_ZH = ("我是离线演示规划器，不是真正的模型。我可以：�
             "退款（“订单 A202607290001 退款 12.5，原因：商品损坏”）。")
 
 
-def redact_tokens(text: str) -> str:
-    """Replace anything shaped like a confirmation token (`ct_...`) with "[redacted]"."""
-    return _TOKEN.sub("[redacted]", text)
-
-
 def _text_of(message: dict[str, Any]) -> str:
     """The text of a message whose content is a string or a list of content parts."""
     content = message.get("content")
@@ -86,7 +82,7 @@ def _latest_user_text(messages: list[dict[str, Any]]) -> str:
 def _reason(text: str, chinese: bool) -> str:
     match = _REASON.search(text)
     reason = _REASON_END.split(match.group(1), maxsplit=1)[0] if match else ""
-    reason = redact_tokens(reason.strip(" ,，:：\"'“”"))
+    reason = redact_tokens(reason.strip(" ,，:：\"'“”"), placeholder="[redacted]", any_length=True)
     return reason or ("客户要求" if chinese else "customer request")
 
 
@@ -298,7 +294,7 @@ def answer_from_results(messages: list[dict[str, Any]], *, chinese: bool) -> str
         else:
             lines.append(_failure(name, args, str(result.get("code", "ERROR")), str(result.get("message", "")),
                                   bool(result.get("retryable")), chinese))
-    return redact_tokens("\n".join(lines))
+    return redact_tokens("\n".join(lines), placeholder="[redacted]", any_length=True)
 
 
 # -- the wire format ------------------------------------------------------------------------------

@@ -84,8 +84,7 @@ class StateCollector:
         from tools.models import IdempotencyRecord
 
         now = clock.now()
-        Status = ConfirmationRequest.Status
-        waiting = ConfirmationRequest.objects.filter(status=Status.PENDING, expires_at__gt=now)
+        waiting = ConfirmationRequest.objects.open(now=now)
         pending = GaugeMetricFamily("agentplatform_confirmations_pending",
                                     "Confirmation requests waiting for a decision", labels=["policy"])
         soon = GaugeMetricFamily("agentplatform_confirmations_expiring_soon", (

@@ -30,7 +30,7 @@ from agentplatform.runtime.eligibility import is_eligible
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from agentplatform.runtime.selectors import conversation_excerpt, memory_messages
-from approvals import services as approvals
+from approvals import cancellation, expiry, presentation
 from approvals.amendments import describe_changes
 from approvals.models import Approval, ConfirmationRequest
 from audit import events as audit
@@ -414,7 +414,7 @@ def _claim(run_id) -> _Claimed | None:
         pending = run.state.get("pending") or {}
         requests = {str(r.pk): r for r in select_rows(ConfirmationRequest, {"id__in": list(pending.values())})}
         now = clock.now()
-        if any(r.status == ConfirmationRequest.Status.PENDING and r.expires_at > now for r in requests.values()):
+        if any(r.is_open_at(now) for r in requests.values()):
             return None  # the model is not called again until every pending call is decided
         lease = _lease()
         claimed = update_row(Run, run.pk, {"status": Run.Status.RUNNING, "lease_expires_at": lease,
@@ -534,7 +534,7 @@ def _decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str
     payload for the requester: who decided, what, and why (DESIGN section 8). Reasons are masked."""
     reason = mask_value("reason", request.decision_reason or "")
     status = ConfirmationRequest.Status
-    decider = approvals.decider(request)
+    decider = presentation.decider(request)
     if request.status == status.CANCELLED:
         if decider and decider["role"] == "approver":
             message = f"an approver ({decider['username']}) rejected the request: {reason or 'no reason given'}"
@@ -636,12 +636,12 @@ def _answer_pending_step(run: Run, recorder: EventRecorder, manager: ToolCalling
             continue
         request = requests[cid]
         if request.status == ConfirmationRequest.Status.PENDING:
-            if request.expires_at > clock.now():
+            if request.is_open_at(clock.now()):
                 undecided.append(call_id)  # cannot happen after a claim; kept waiting, never guessed
                 continue
             # Past its deadline but not swept yet: expire it now (audited), so the request and the
             # answer the model gets say the same.
-            approvals.confirmations_expire(request_ids=[request.pk])
+            expiry.confirmations_expire(request_ids=[request.pk])
             request.refresh_from_db()
         if request.decided_by_id is not None:
             request.decided_by = get_user_model().objects.filter(pk=request.decided_by_id).first()
@@ -775,7 +775,7 @@ def _fail_step(run: Run, recorder: EventRecorder, code: str, message: str) -> No
     # them in: no deadlock between them); its held save is written with the step's end.
     _lock_held(run, "it was not failed by this process")
     # No request is left open (or CONFIRMED) on a finished run: each ends CANCELLED with the reason.
-    approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=None, reason=f"the run ended: {code}")
+    cancellation.confirmations_cancel_for_run(run_id=run.pk, actor_id=None, reason=f"the run ended: {code}")
     recorder.emit(RunEvent.Type.DONE, {"status": run.status})
 
 

@@ -52,8 +52,7 @@ def runs_needing_push(*, now: datetime.datetime | None = None, limit: int = 200)
     oldest first, at most `limit`. A read: the claim happens in the resume task."""
     now = now or clock.now()
     lease = datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS)
-    Status = ConfirmationRequest.Status
-    still_open = ConfirmationRequest.objects.filter(run_id=OuterRef("pk"), status=Status.PENDING, expires_at__gt=now)
+    still_open = ConfirmationRequest.objects.open(now=now).filter(run_id=OuterRef("pk"))
     decided_recently = ConfirmationRequest.objects.filter(
         run_id=OuterRef("pk"), decided_at__gt=now - datetime.timedelta(seconds=RESUME_GRACE_SECONDS))
     stuck = Run.objects.filter(

@@ -10,7 +10,7 @@ from django.db.models import Count, F, Q, QuerySet
 from agentplatform.db import select_rows
 from agentplatform.errors import NotFound
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
-from approvals import services as approvals
+from approvals import presentation
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import outcome_of
 from tools.masking import mask_value
@@ -136,7 +136,7 @@ def run_decisions(*, run: Run) -> list[dict]:
             "confirmation_id": request.pk, "tool_call_id": request.tool_call_id, "tool": request.tool_name,
             "summary": request.summary, "status": request.status, "outcome_code": request.outcome_code,
             "outcome": outcome_of(request)["outcome"],
-            "decided_by": approvals.decider(request), "reason": mask_value("reason", request.decision_reason),
+            "decided_by": presentation.decider(request), "reason": mask_value("reason", request.decision_reason),
             "approvals": [{"approver": a.approver.get_username(), "decision": a.decision,
                            "comment": mask_value("comment", a.comment), "at": a.created_at}
                           for a in request.approvals.all()],

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from agentplatform import clock, correlation
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from agentplatform.redaction import mask_text
+from agentplatform.redaction import mask_text, redact_tokens
 from agentplatform.runtime import loop
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.receivers import resuming_inline
@@ -18,7 +18,7 @@ from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
 from agentplatform.runtime.selectors import conversation_get, conversation_uuid
 from agentplatform.text import storable_text
-from approvals import services as approvals
+from approvals import cancellation, requester_actions
 from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
 from audit import events as audit
@@ -117,7 +117,7 @@ def _confirm_and_resume(*, user, conversation_id: uuid.UUID, token: str, listene
     # eager tasks the on-commit task stands aside: receivers.resuming_inline).
     try:
         with resuming_inline():
-            request = approvals.confirmation_confirm(token=token, user=user, conversation_id=conversation_id)
+            request = requester_actions.confirmation_confirm(token=token, user=user, conversation_id=conversation_id)
     except ConfirmationNotFound:
         raise ConfirmationNotFound("no confirmation with this token in this conversation") from None
     try:
@@ -147,7 +147,7 @@ def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOut
                                                       status=ConfirmationRequest.Status.PENDING):
         token = None
         if reissue and request.policy == ConfirmationRequest.Policy.REQUESTER and request.user_id == user.pk:
-            token = approvals.confirmation_issue_token(request_id=request.pk, user=user)
+            token = requester_actions.confirmation_issue_token(request_id=request.pk, user=user)
         pending.append(PendingConfirmation(
             tool_call_id=request.tool_call_id, confirmation_id=str(request.pk), tool=request.tool_name,
             summary=request.summary, risk=request.risk,
@@ -192,7 +192,7 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
         raise NotFound("run not found")
     who = actor.get_username()
     # The reason is stored and shown: tokens redacted, personal data masked, like any user text.
-    said = mask_value("reason", approvals.redact_tokens(reason.strip()[:300])) if reason and reason.strip() else ""
+    said = mask_value("reason", redact_tokens(reason.strip()[:300])) if reason and reason.strip() else ""
     why = f"cancelled by {who}" + (f": {said}" if said else "")
     with transaction.atomic(durable=True):
         changed = Run.objects.filter(pk=run.pk, status__in=(Run.Status.RUNNING, Run.Status.AWAITING_CONFIRMATION)) \
@@ -200,7 +200,7 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
                     error_message=why[:500], updated_at=clock.now())
         if changed != 1:
             raise Conflict(f"run {run.pk} already ended ({run.status})", code="RUN_FINISHED")
-        approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor.pk, reason=why)
+        cancellation.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor.pk, reason=why)
         audit.run_cancelled(tenant_id=run.tenant_id, actor_id=actor.pk, status="RUN_CANCELLED",
                      request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
     run.refresh_from_db()
@@ -225,11 +225,11 @@ def runs_cancel_for_moved_user(*, user_id: int, tenant_id: int, actor_id: int | 
                     error_message=why, updated_at=clock.now())
         if changed != 1:
             continue
-        approvals.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor_id, reason=why)
+        cancellation.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor_id, reason=why)
         audit.run_cancelled(tenant_id=run.tenant_id, actor_id=actor_id, status="RUN_CANCELLED",
                      request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
         cancelled.append(run.pk)
-    approvals.confirmations_cancel_for_requester(user_id=user_id, tenant_id=tenant_id, actor_id=actor_id, reason=why)
+    cancellation.confirmations_cancel_for_requester(user_id=user_id, tenant_id=tenant_id, actor_id=actor_id, reason=why)
 
     def tell_streams() -> None:
         for run in Run.objects.filter(pk__in=cancelled):

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
-from approvals import services as approvals
+from approvals import expiry
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def settle_for(user) -> None:
     if not settings.APPROVALS_SETTLE_ON_READ or tenant_id is None:
         return
     try:
-        approvals.confirmations_expire_due(tenant_id=tenant_id)
+        expiry.confirmations_expire_due(tenant_id=tenant_id)
     except Exception:  # noqa: BLE001 - settling is a courtesy of the read, not its purpose
         logger.exception("settle-on-read failed; the sweeper or beat will expire later")
 
@@ -63,7 +63,7 @@ def sweep_once() -> dict[str, int]:
     from agentplatform.runtime.recovery import stuck_work_recover
     from agentplatform.runtime.tasks import resume_run
 
-    expired = approvals.confirmations_expire_due()
+    expired = expiry.confirmations_expire_due()
     found = stuck_work_recover()
     for run_id in found.run_ids:
         resume_run.delay(str(run_id))

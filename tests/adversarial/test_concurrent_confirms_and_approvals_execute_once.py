@@ -9,7 +9,7 @@ import pytest
 
 from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, REFUND_ORDER, race
 from tools.catalog.models import Cancellation, Refund
@@ -56,7 +56,7 @@ def test_concurrent_approvals_three_approvers_quorum_two(transactional_db, reque
     out = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} amount 10 because the parcel arrived broken")
     rid = uuid.UUID(out.pending[0].confirmation_id)
     approvers = [approver1, approver2, a3]
-    results = race(3, lambda i: approvers[i], lambda a: approvals.confirmation_approve(request_id=rid, approver=a).status)
+    results = race(3, lambda i: approvers[i], lambda a: approver_actions.confirmation_approve(request_id=rid, approver=a).status)
     print("results", [type(r).__name__ if isinstance(r, BaseException) else str(r) for r in results])
     print("refunds", Refund.objects.count(), "req", ConfirmationRequest.objects.get(pk=rid).status,
           "run", Run.objects.get(pk=out.run.pk).status, "answers", {k: [a["code"] for a in v] for k, v in _answers(out.run.pk).items()})

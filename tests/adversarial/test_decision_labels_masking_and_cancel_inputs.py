@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 from agentplatform import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER
@@ -40,7 +40,7 @@ def test_confirmed_request_waiting_for_its_turn_shown_expired_to_approvers(reque
     first = services.chat_send(user=requester, message="x")
     rid = next(p.confirmation_id for p in first.pending if p.tool_call_id == "r")
     for a in (approver1, approver2):
-        approvals.confirmation_approve(request_id=rid, approver=a)
+        approver_actions.confirmation_approve(request_id=rid, approver=a)
     req = ConfirmationRequest.objects.get(pk=rid)
     assert req.status == S.CONFIRMED
     # the refund's deadline passes while the requester still thinks about the cancel (TTL of cancel is longer?)
@@ -55,10 +55,10 @@ def test_confirmed_request_waiting_for_its_turn_shown_expired_to_approvers(reque
 def test_decisions_field_masking_and_roles(requester, approver1, approver2, acme_admin,
                                            django_capture_on_commit_callbacks):
     out, rid = _refund(requester)
-    approvals.confirmation_approve(request_id=rid, approver=approver1,
+    approver_actions.confirmation_approve(request_id=rid, approver=approver1,
                                    comment="card 4111111111111111 checked, phone 13812345678")
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=rid, approver=approver2,
+        approver_actions.confirmation_reject(request_id=rid, approver=approver2,
                                       reason="customer card 4111111111111111 reported stolen")
     body = _api(requester).get(f"/api/v1/runs/{out.run.pk}/").json()
     d = body["decisions"][0]

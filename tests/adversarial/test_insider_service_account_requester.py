@@ -13,7 +13,7 @@ from agentplatform.runtime import services as runtime
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import User
 from approvals import independence
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.errors import ApproverNotIndependent
 from approvals.models import ConfirmationRequest
 from tools.models import Tool
@@ -45,7 +45,7 @@ def test_an_administrator_approver_never_counts_for_a_service_accounts_request(a
 
     # when / then: its decision does not count, the real approver's does
     with pytest.raises(ApproverNotIndependent):
-        approvals.confirmation_approve(request_id=request.pk, approver=User.objects.get(pk=acme_admin.pk))
+        approver_actions.confirmation_approve(request_id=request.pk, approver=User.objects.get(pk=acme_admin.pk))
     assert independence.assess(user=approver1, request=request).eligible
     assert independence.assess(user=User.objects.get(pk=acme_admin.pk), request=request).code == "KEY_HOLDER"
     assert request.pk not in approvals_for(User.objects.get(pk=acme_admin.pk))

@@ -25,7 +25,7 @@ from agentplatform.controlplane.services import control_change_approve, control_
 from agentplatform.runtime import services as runtime
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import TenantGroup, User
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.errors import ApprovalForbidden, ApproverNotIndependent
 from tests.controlplane.conftest import admin_url
 from tools.models import Tool
@@ -60,7 +60,7 @@ def test_a_global_approve_tool_permission_makes_nobody_an_approver(requester, no
     request_id = _refund_request(requester)
     # then: it is no standing on a tool
     with pytest.raises(ApprovalForbidden):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
 
 
 def test_a_superuser_with_a_tenant_is_no_approver(requester, operator):
@@ -68,7 +68,7 @@ def test_a_superuser_with_a_tenant_is_no_approver(requester, operator):
     operator.tenant = requester.tenant
     operator.save()
     with pytest.raises((ApprovalForbidden, ApproverNotIndependent)):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=operator.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=operator.pk))
 
 
 def test_an_operators_proposal_approved_by_the_requester_never_counts_for_them(acme_admin, operator, nobody):
@@ -78,7 +78,7 @@ def test_an_operators_proposal_approved_by_the_requester_never_counts_for_them(a
     assign_perm("tools.use_tool", acme_admin, refund)  # shell: acme-admin may ask for refunds
     request_id = _refund_request(acme_admin)
     with pytest.raises(ApproverNotIndependent):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
 
 
 def test_group_paths_need_a_second_person(acme_admin, nobody):
@@ -109,7 +109,7 @@ def test_remove_and_add_again_is_a_new_proposal_and_a_new_since(acme_admin, acme
     control_change_approve(change_id=change.pk, approver=acme_admin2)
     # standing began again after the request: it does not count for it
     with pytest.raises(ApproverNotIndependent):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
 
 
 def test_a_grant_approved_while_a_request_is_pending_does_not_count_for_it(acme_admin, acme_admin2, nobody,
@@ -119,7 +119,7 @@ def test_a_grant_approved_while_a_request_is_pending_does_not_count_for_it(acme_
     request_id = _refund_request(requester)
     control_change_approve(change_id=change.pk, approver=acme_admin2)
     with pytest.raises(ApproverNotIndependent):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=nobody.pk))
 
 
 def test_revoke_and_grant_again_resets_since(acme_admin, acme_admin2, approver1, requester):
@@ -135,7 +135,7 @@ def test_revoke_and_grant_again_resets_since(acme_admin, acme_admin2, approver1,
     again = _propose(acme_admin, lambda: assign_perm("tools.approve_tool", approver1, refund))
     control_change_approve(change_id=again.pk, approver=acme_admin2)
     with pytest.raises(ApproverNotIndependent):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
 
 
 def test_moving_an_approver_away_and_back_leaves_no_standing(people, operator, approver1, requester):
@@ -147,7 +147,7 @@ def test_moving_an_approver_away_and_back_leaves_no_standing(people, operator, a
         moved.tenant = requester.tenant
         moved.save()
     with pytest.raises(ApprovalForbidden):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=approver1.pk))
 
 
 def test_decisions_on_control_changes(settings, acme_admin, acme_admin2, globex_admin, nobody, approver1):

@@ -11,7 +11,7 @@ from django.utils import timezone
 from agentplatform.runtime.models import Run
 from agentplatform.tenancy.models import User
 from approvals.models import ConfirmationRequest
-from approvals.services import confirmations_expire
+from approvals.expiry import confirmations_expire
 from tests.approvals.test_regate_told import _api, _last_wait, _refund, _told
 from tools.catalog.models import Refund
 from tools.models import Tool

@@ -1,7 +1,4 @@
-"""Cancelling a run while a decision commits, with real threads on PostgreSQL.
-
-Whether the cancel races the approval that completes the quorum or the requester's confirm, a run
-that ends (cancelled, failed or completed) never leaves its request open."""
+"""Real threads on PostgreSQL: run cancel racing a decision."""
 import time
 import uuid
 
@@ -9,9 +6,9 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
-from approvals.models import ConfirmationRequest
+from approvals import approver_actions, requester_actions
 from audit import events as audit_events
+from approvals.models import ConfirmationRequest
 from tests.tools.support import ORDER, REFUND_ORDER, race
 from tools.catalog.models import Refund, Cancellation
 
@@ -23,10 +20,10 @@ def _slow_audit(monkeypatch, decisions):
     real = audit_events._request_event
 
     def slow(decision, request, **kw):
-        event = real(decision, request, **kw)
+        row = real(decision, request, **kw)
         if decision in decisions:
             time.sleep(0.6)  # the decision's transaction is still open (widens the window only)
-        return event
+        return row
 
     monkeypatch.setattr(audit_events, "_request_event", slow)
 
@@ -34,12 +31,12 @@ def _slow_audit(monkeypatch, decisions):
 def test_cancel_racing_the_quorum_approval(transactional_db, requester, approver1, approver2, monkeypatch):
     out = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} amount 10 because the parcel arrived broken")
     rid = uuid.UUID(out.pending[0].confirmation_id)
-    approvals.confirmation_approve(request_id=rid, approver=approver1)
+    approver_actions.confirmation_approve(request_id=rid, approver=approver1)
     _slow_audit(monkeypatch, {"APPROVED"})
 
     def act(i):
         if i == 0:
-            return approvals.confirmation_approve(request_id=rid, approver=approver2).status
+            return approver_actions.confirmation_approve(request_id=rid, approver=approver2).status
         time.sleep(0.2)
         return services.run_cancel(run_id=out.run.pk, actor=requester, reason="stop").status
 
@@ -57,7 +54,7 @@ def test_cancel_racing_the_requester_confirm(transactional_db, requester, monkey
 
     def act(i):
         if i == 0:
-            return approvals.confirmation_confirm(token=p.token, user=requester).status
+            return requester_actions.confirmation_confirm(token=p.token, user=requester).status
         time.sleep(0.2)
         return services.run_cancel(run_id=out.run.pk, actor=requester, reason="stop").status
 

@@ -6,7 +6,7 @@ from agentplatform.llm import client as llm_client  # the loop calls the model t
 import uuid
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import REFUND_ORDER
 
@@ -16,7 +16,7 @@ def test_cancelled_runs_stale_holder_supersedes_a_live_half_approved_request(tra
     model.calls(("v", "refund_order", {"order_id": REFUND_ORDER, "amount": "10", "reason": "broken parcel"}))
     live = services.chat_send(user=requester, message="refund 10")
     rid = uuid.UUID(live.pending[0].confirmation_id)
-    approvals.confirmation_approve(request_id=rid, approver=approver1)
+    approver_actions.confirmation_approve(request_id=rid, approver=approver1)
     model.calls(("s", "refund_order", {"order_id": REFUND_ORDER, "amount": "20", "reason": "broken parcel"}))
     model.says("the live run is told")
     real = llm_client.complete

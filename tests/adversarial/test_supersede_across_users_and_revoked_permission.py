@@ -13,7 +13,7 @@ from guardian.shortcuts import assign_perm
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import REFUND_ORDER, CANCEL_ARGS
 from tools.models import Tool
@@ -42,7 +42,7 @@ def test_another_user_supersedes_my_approved_refund(requester, approver1, approv
     mallory = _clone_requester(requester, "acme-mallory")
     mine = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} amount 10 because the parcel arrived broken")
     rid = uuid.UUID(mine.pending[0].confirmation_id)
-    approvals.confirmation_approve(request_id=rid, approver=approver1)
+    approver_actions.confirmation_approve(request_id=rid, approver=approver1)
     with django_capture_on_commit_callbacks(execute=True):
         services.chat_send(user=mallory, message=f"refund {REFUND_ORDER} amount 1 because whatever")
     req = ConfirmationRequest.objects.get(pk=rid)

@@ -281,7 +281,7 @@ def test_the_schema_describes_the_new_endpoints(api, requester):
 
 def test_quorum_reached_never_counts_the_editor_alone():
     # the rule used both when deciding and again at consume time (over the approvers still standing)
-    from approvals.services import quorum_reached
+    from approvals.rules import quorum_reached
 
     def decision(approver_id, kind, revision=1):
         return Approval(approver_id=approver_id, decision=kind, revision=revision)

@@ -10,7 +10,7 @@ from axes.models import AccessAttempt
 from rest_framework.test import APIClient
 
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.errors import ConfirmationNotFound
 from audit.models import AuditEvent
 from tests.api.conftest import assert_error
@@ -59,7 +59,7 @@ def test_300_random_tokens_leave_a_sample_of_audit_rows_not_300(requester):
 
     for _ in range(300):
         with pytest.raises(ConfirmationNotFound):
-            approvals.confirmation_confirm(token="ct_" + secrets.token_urlsafe(32), user=requester)
+            requester_actions.confirmation_confirm(token="ct_" + secrets.token_urlsafe(32), user=requester)
 
     rows = list(AuditEvent.objects.filter(decision="REFUSED").order_by("chain_seq")[before:])
     assert len(rows) == 3  # the 1st, 10th and 100th of this window

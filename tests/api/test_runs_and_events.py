@@ -9,7 +9,7 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
-from approvals import services as approvals
+from approvals import approver_actions
 from tests.api.conftest import assert_error
 
 
@@ -50,7 +50,7 @@ def test_run_detail(api, requester):
 
 
 def test_run_detail_lists_what_it_waits_for_without_tokens(api, requester, approver1, refund_pending):
-    approvals.confirmation_approve(request_id=refund_pending.pending[0].confirmation_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=refund_pending.pending[0].confirmation_id, approver=approver1)
     body = api(requester).get(f"/api/v1/runs/{refund_pending.run.pk}/").json()
     assert body["status"] == "AWAITING_CONFIRMATION" and body["answer"] is None
     [pending] = body["pending"]

@@ -15,7 +15,7 @@ from agentplatform import clock
 from agentplatform.runtime import loop, services
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run, RunEvent
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from tests.llm.fake_openai_server import error_response
 from tests.tools.support import ORDER, model  # noqa: F401 - fixture
@@ -108,7 +108,7 @@ def test_a_committed_decision_is_answered_as_committed_when_the_broker_is_down(t
 
 def test_a_holder_whose_run_was_taken_over_executes_nothing(requester):
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
-    approvals.confirmation_confirm(token=first.pending[0].token, user=requester)
+    requester_actions.confirmation_confirm(token=first.pending[0].token, user=requester)
     # holder A claims the run (as a resume does) ...
     Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
     stale = Run.objects.get(pk=first.run.pk)
@@ -143,7 +143,7 @@ def test_the_web_sweep_recovers_a_run_whose_holder_died_without_beat(requester, 
 
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     with django_capture_on_commit_callbacks(execute=False):  # the resume message is lost with the worker
-        approvals.confirmation_confirm(token=first.pending[0].token, user=requester)
+        requester_actions.confirmation_confirm(token=first.pending[0].token, user=requester)
     # the worker claimed the run and was killed (SIGKILL) before doing anything
     Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
     assert sweep_once()["runs"] == 0  # its lease still runs: nobody else touches it

@@ -1,5 +1,5 @@
-"""A confirmation is bound to tenant, user, conversation, tool, arguments hash and expiry (DESIGN
-section 4 step 7, section 8). Consuming it through the pipeline with any other binding is refused
+"""A confirmation is bound to tenant, user, conversation, tool, arguments hash and expiry, and is
+consumed with one compare-and-set on exactly that binding. Consuming it through the pipeline with any other binding is refused
 (CONFIRMATION_INVALID / CONFIRMATION_EXPIRED), executes nothing, and does not burn the confirmation;
 the same arguments in another key order or spacing hash the same and are accepted."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from guardian.shortcuts import assign_perm
 from agentplatform import clock
 from agentplatform.runtime.services import conversation_create
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import consumption, expiry, requester_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, assistant, audit_rows, tool_context
 from tools.catalog.models import Cancellation, Order
@@ -48,7 +48,7 @@ def _gate(user, args: dict[str, Any] | str = CANCEL_ARGS) -> Confirmed:
 @pytest.fixture
 def confirmed(requester) -> Confirmed:
     gated = _gate(requester)
-    approvals.confirmation_confirm(token=gated.token, user=requester)
+    requester_actions.confirmation_confirm(token=gated.token, user=requester)
     return gated
 
 
@@ -178,7 +178,7 @@ def test_a_confirmed_request_is_a_decision_that_does_not_expire(requester, confi
     request = ConfirmationRequest.objects.get(pk=confirmed.request_id)
     later = request.expires_at + datetime.timedelta(seconds=1)
     monkeypatch.setattr(clock, "now", lambda: later)
-    assert approvals.confirmations_expire() == []
+    assert expiry.confirmations_expire() == []
 
     outcome = _consume(requester, confirmed.conversation_id, confirmed.request_id)
 
@@ -207,7 +207,7 @@ def test_a_pending_request_cannot_be_consumed_before_the_human_decides(requester
 
 def test_a_declined_request_cannot_be_consumed(requester):
     gated = _gate(requester)
-    approvals.confirmation_cancel(token=gated.token, user=requester)
+    requester_actions.confirmation_cancel(token=gated.token, user=requester)
     outcome = _consume(requester, gated.conversation_id, gated.request_id)
     _assert_refused(outcome, "CONFIRMATION_INVALID", gated.request_id, status=Status.CANCELLED)
 
@@ -231,14 +231,14 @@ def test_a_consumed_confirmation_is_not_consumed_again(requester, confirmed):
 
 
 def test_the_compare_and_set_itself_refuses_a_second_consume(requester, confirmed):
-    from approvals.errors import ConfirmationNotFound
+    from approvals.errors import ConfirmationNotConsumable
     from tools.hashing import arguments_hash
 
     binding = dict(request_id=confirmed.request_id, tenant_id=requester.tenant_id, user_id=requester.pk,
                    conversation_id=confirmed.conversation_id, tool_name="cancel_order",
                    arguments_hash=arguments_hash(CANCEL_ARGS), policy="REQUESTER", quorum=1, risk="HIGH",
                    ttl_seconds=900)
-    approvals.confirmation_consume(**binding)
+    consumption.confirmation_consume(**binding)
     assert ConfirmationRequest.objects.get(pk=confirmed.request_id).status == Status.CONSUMED
-    with pytest.raises(ConfirmationNotFound):
-        approvals.confirmation_consume(**binding)
+    with pytest.raises(ConfirmationNotConsumable):
+        consumption.confirmation_consume(**binding)

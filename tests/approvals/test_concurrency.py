@@ -1,4 +1,4 @@
-"""Exactly-once under real concurrency on PostgreSQL (DESIGN sections 4.7, 5.4, 8): many consumers
+"""Exactly-once under real concurrency on PostgreSQL: many consumers
 of one confirmed call, many deliveries of one resume task, and approvers double-clicking at the
 same time all lead to one execution. Real threads, lined up on a barrier; no mocks."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.services import conversation_create
 from agentplatform.runtime.tasks import resume_run
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import approver_actions, requester_actions
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import Approval, ConfirmationRequest
 from tests.tools.support import (CANCEL_ARGS, ORDER, REFUND_ORDER, assistant, audit_rows, race, resume_not_enqueued,
@@ -31,7 +31,7 @@ def _race_consumers(requester, tool_name: str, arguments: dict, n: int = 20):
     conversation = conversation_create(user=requester)
     message = assistant((CALL, tool_name, arguments))
     [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     request_id = uuid.UUID(pending.confirmation_id)
 
     def prepare(_):
@@ -66,7 +66,7 @@ def test_twenty_deliveries_of_one_resume_execute_once(transactional_db, requeste
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     assert outcome.run.status == Run.Status.AWAITING_CONFIRMATION
     with resume_not_enqueued():
-        approvals.confirmation_confirm(token=outcome.pending[0].token, user=requester)
+        requester_actions.confirmation_confirm(token=outcome.pending[0].token, user=requester)
 
     # when
     results = race(20, lambda _: str(outcome.run.pk), resume_run)
@@ -97,7 +97,7 @@ def test_approvers_double_clicking_at_once_refund_once(transactional_db, request
     def approve(user_id):
         user = User.objects.get(pk=user_id)
         try:
-            approvals.confirmation_approve(request_id=uuid.UUID(pending.confirmation_id), approver=user)
+            approver_actions.confirmation_approve(request_id=uuid.UUID(pending.confirmation_id), approver=user)
             return "approved"
         except ConfirmationAlreadyDecided:
             return "already decided"
@@ -196,7 +196,7 @@ def test_a_tool_that_writes_then_refuses_runs_once_for_racing_consumers(transact
 
 def test_racing_consumers_of_a_decision_whose_policy_became_stricter_run_nothing_and_regate_once(
         transactional_db, requester):
-    # issue 8 items 1-3 under real concurrency: the risk was raised to CRITICAL after the requester
+    # A stricter policy at consume time, under real concurrency: the risk was raised to CRITICAL after the requester
     # confirmed; 20 racing consumers each re-evaluate at consume time, none executes, and the
     # request goes back to waiting for approvers exactly once.
     from tools.models import RiskLevel, Tool
@@ -204,7 +204,7 @@ def test_racing_consumers_of_a_decision_whose_policy_became_stricter_run_nothing
     conversation = conversation_create(user=requester)
     message = assistant((CALL, "cancel_order", CANCEL_ARGS))
     [pending] = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     Tool.objects.filter(name="cancel_order").update(risk_override=RiskLevel.CRITICAL)
     request_id = uuid.UUID(pending.confirmation_id)
 

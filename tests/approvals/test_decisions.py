@@ -1,4 +1,4 @@
-"""Every human decision carried out exactly as it was made (issue 8; docs/decisions.md).
+"""Every human decision carried out exactly as it was made (docs/decisions.md).
 
 Each test builds its state through the services with the offline model (or the scripted model at
 the HTTP edge), decides as people would, and asserts what executed (database rows), what the model
@@ -21,7 +21,7 @@ from agentplatform import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import approver_actions, expiry, requester_actions
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
@@ -99,7 +99,7 @@ def test_risk_raised_to_critical_after_the_request_sends_it_back_to_approvers(re
     # two approvers approve: it runs once, under the policy in force
     for approver in (approver1, approver2):
         with django_capture_on_commit_callbacks(execute=True):
-            approvals.confirmation_approve(request_id=request.pk, approver=approver)
+            approver_actions.confirmation_approve(request_id=request.pk, approver=approver)
     assert Cancellation.objects.count() == 1
     executed = AuditEvent.objects.get(tool_name="cancel_order", decision="EXECUTED")
     assert executed.policy_decision == "APPROVERS"
@@ -110,11 +110,11 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
                                                                       django_capture_on_commit_callbacks):
     third = _approver(requester, "acme-approver3")  # held before the request: their decision counts
     outcome, request_id = _refund(requester, amount="10")
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     Tool.objects.filter(name="refund_order").update(quorum=3)
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request_id, approver=approver2)
+        approver_actions.confirmation_approve(request_id=request_id, approver=approver2)
 
     # 2 of 3 now: nothing paid, waiting again with both approvals still counting
     assert not Refund.objects.exists()
@@ -129,7 +129,7 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
     assert "现在需要 3 位审批人，目前 2 位有效" in event.payload["regated"]["message_zh"]
     assert request.decision_reason == event.payload["reason"]
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request_id, approver=third)
+        approver_actions.confirmation_approve(request_id=request_id, approver=third)
     assert [r.amount for r in Refund.objects.all()] == [Decimal("10.00")]
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.COMPLETED
 
@@ -137,13 +137,13 @@ def test_quorum_raised_while_approving_is_the_quorum_counted_at_consume(requeste
 def test_an_approver_who_lost_approve_tool_is_not_counted_at_consume(requester, approver1, approver2,
                                                                     django_capture_on_commit_callbacks):
     outcome, request_id = _refund(requester, amount="10")
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     # approver1's standing lapses: no longer in the approvers group
     approver1.groups.clear()
     approver1 = User.objects.get(pk=approver1.pk)  # fresh permission cache
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request_id, approver=approver2)
+        approver_actions.confirmation_approve(request_id=request_id, approver=approver2)
 
     assert not Refund.objects.exists()
     request = ConfirmationRequest.objects.get(pk=request_id)
@@ -158,7 +158,7 @@ def test_an_approver_who_lost_approve_tool_is_not_counted_at_consume(requester, 
 def test_a_looser_policy_never_lowers_what_was_already_asked(requester, approver1,
                                                             django_capture_on_commit_callbacks):
     outcome, request_id = _refund(requester, amount="10")
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     # the operator lowers refund_order to HIGH (requester confirmation) meanwhile
     Tool.objects.filter(name="refund_order").update(risk_override=RiskLevel.HIGH)
 
@@ -188,9 +188,9 @@ def test_a_requester_who_lost_the_tools_permission_is_refused_at_consume(request
 def test_rejection_reason_and_approve_comments_reach_the_model_and_the_requester(requester, approver1, approver2,
                                                                                 django_capture_on_commit_callbacks):
     outcome, request_id = _refund(requester, amount="10")
-    approvals.confirmation_approve(request_id=request_id, approver=approver1, comment="amount matches the invoice")
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1, comment="amount matches the invoice")
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=request_id, approver=approver2, reason="fraud suspected")
+        approver_actions.confirmation_reject(request_id=request_id, approver=approver2, reason="fraud suspected")
 
     [[answer]] = _answers(outcome.run.pk).values()
     assert answer["code"] == "REJECTED"
@@ -218,11 +218,11 @@ def test_a_confirmed_call_runs_when_its_turn_settles_and_is_never_relabelled_exp
     first = services.chat_send(user=requester, message="cancel both")
     tokens = {p.tool_call_id: p for p in first.pending}
 
-    approvals.confirmation_confirm(token=tokens["call_a"].token, user=requester)
+    requester_actions.confirmation_confirm(token=tokens["call_a"].token, user=requester)
     b = ConfirmationRequest.objects.get(pk=tokens["call_b"].confirmation_id)
     monkeypatch.setattr(clock, "now", lambda: b.expires_at + datetime.timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
-        expired = approvals.confirmations_expire()
+        expired = expiry.confirmations_expire()
 
     assert expired == [b.pk]  # only the undecided call expires
     a = ConfirmationRequest.objects.get(pk=tokens["call_a"].confirmation_id)
@@ -256,7 +256,7 @@ def test_identical_gated_calls_in_one_turn_ask_the_human_once(requester, model):
 
 def test_a_newer_refund_supersedes_the_older_one(requester, approver1, approver2, django_capture_on_commit_callbacks):
     old, old_id = _refund(requester, amount="10")
-    approvals.confirmation_approve(request_id=old_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=old_id, approver=approver1)
 
     with django_capture_on_commit_callbacks(execute=True):
         new, new_id = _refund(requester, amount="20", conversation_id=old.run.conversation_id)
@@ -265,7 +265,7 @@ def test_a_newer_refund_supersedes_the_older_one(requester, approver1, approver2
     assert stored.status == Status.SUPERSEDED and str(new_id) in AuditEvent.objects.get(
         confirmation_id=old_id, status="SUPERSEDED").message
     with pytest.raises(ConfirmationAlreadyDecided):
-        approvals.confirmation_approve(request_id=old_id, approver=approver2)
+        approver_actions.confirmation_approve(request_id=old_id, approver=approver2)
     # the old run was told, truthfully
     [[told]] = _answers(old.run.pk).values()
     assert told["code"] == "SUPERSEDED"
@@ -273,7 +273,7 @@ def test_a_newer_refund_supersedes_the_older_one(requester, approver1, approver2
     # only the latest intent is approvable, and it pays once
     for approver in (approver1, approver2):
         with django_capture_on_commit_callbacks(execute=True):
-            approvals.confirmation_approve(request_id=new_id, approver=approver)
+            approver_actions.confirmation_approve(request_id=new_id, approver=approver)
     assert [r.amount for r in Refund.objects.all()] == [Decimal("20.00")]
     assert ConfirmationRequest.objects.get(pk=new_id).status == Status.CONSUMED
 
@@ -288,7 +288,7 @@ def test_a_consume_that_meets_an_idempotency_conflict_is_refused_not_consumed(re
                                      result={"success": True, "code": "OK", "message": "OK"}, locked_at=clock.now())
     for approver in (approver1, approver2):
         with django_capture_on_commit_callbacks(execute=True):
-            approvals.confirmation_approve(request_id=request_id, approver=approver)
+            approver_actions.confirmation_approve(request_id=request_id, approver=approver)
 
     request.refresh_from_db()
     assert (request.status, request.outcome_code) == (Status.REFUSED, "IDEMPOTENCY_CONFLICT")
@@ -363,7 +363,7 @@ def test_the_requester_cancels_a_waiting_run_through_the_api(requester, outsider
     assert Run.objects.get(pk=first.run.pk).events.order_by("-seq").first().payload["status"] == "CANCELLED"
     # the token no longer runs anything, and a second cancel is a clear conflict
     with pytest.raises(ConfirmationAlreadyDecided):
-        approvals.confirmation_confirm(token=first.pending[0].token, user=requester)
+        requester_actions.confirmation_confirm(token=first.pending[0].token, user=requester)
     again = _api(acme_admin).post(url, {}, format="json")
     assert (again.status_code, again.json()["code"]) == (409, "RUN_FINISHED")
     assert not Cancellation.objects.exists()

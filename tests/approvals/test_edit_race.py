@@ -1,4 +1,4 @@
-"""Stale edits race on PostgreSQL (issue 13 item 3): real concurrent API clients, lined up on a
+"""Stale edits race on PostgreSQL: real concurrent API clients, lined up on a
 barrier. Of many edits made on the same arguments exactly one wins; an approval and an edit of
 the same arguments never both count; a withdrawal racing approvals leaves one ending; whatever
 wins, the refund runs at most once and with the arguments that were approved."""

@@ -13,7 +13,7 @@ from agentplatform.controlplane.models import StandingSource
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.errors import ApprovalForbidden, ApproverNotIndependent
 from approvals.models import ConfirmationRequest
 from approvals.selectors import approver_eligibility, count_decidable_by, requests_decidable_by
@@ -47,28 +47,28 @@ def test_standing_granted_after_the_request_does_not_count(requester, approver1,
     assert not requests_decidable_by(user=late).filter(pk=request_id).exists()
     assert count_decidable_by(user=late) == 0
     with pytest.raises(ApproverNotIndependent) as refused:
-        approvals.confirmation_approve(request_id=request_id, approver=late)
+        approver_actions.confirmation_approve(request_id=request_id, approver=late)
     assert refused.value.code == "APPROVER_NOT_INDEPENDENT" and "after the request" in refused.value.message
     assert _codes(request_id) == {"acme-approver1": "", "acme-approver2": "", "acme-nobody": "GRANTED_AFTER_REQUEST",
                                   "acme-requester": "REQUESTER"}
     # and a request made after the grant is theirs to decide
     newer = _refund(requester)
     assert requests_decidable_by(user=late).filter(pk=newer).exists()
-    approvals.confirmation_approve(request_id=newer, approver=late)
+    approver_actions.confirmation_approve(request_id=newer, approver=late)
 
 
 def test_the_requester_never_counts_even_holding_approve_tool(requester, approver1):
     assign_perm("tools.approve_tool", requester, Tool.objects.get(name="refund_order"))
     request_id = _refund(requester)
     with pytest.raises(ApprovalForbidden):
-        approvals.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=requester.pk))
+        approver_actions.confirmation_approve(request_id=request_id, approver=User.objects.get(pk=requester.pk))
     assert _codes(request_id)["acme-requester"] == "REQUESTER"
 
 
 def test_standing_without_provenance_counts_as_held_since_the_beginning(requester, approver1):
     StandingSource.objects.all().delete()  # a deployment from before the record
     request_id = _refund(requester)
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     assert _codes(request_id)["acme-approver2"] == ""
 
 
@@ -76,14 +76,14 @@ def test_a_counted_approval_is_checked_again_at_consume(requester, approver1, ap
                                                        django_capture_on_commit_callbacks):
     # given: approver1 approved; then approver1's membership is renewed (standing now begins later)
     request_id = _refund(requester)
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     approvers = Group.objects.get(name="acme-approvers")
     approver1.groups.remove(approvers)
     approver1.groups.add(approvers)  # at a shell: effective now, after the request
 
     # when: approver2 reaches the quorum and the run resumes
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request_id, approver=approver2)
+        approver_actions.confirmation_approve(request_id=request_id, approver=approver2)
 
     # then: approver1's approval no longer counts: nothing paid, the call waits again, and why
     assert not Refund.objects.exists()

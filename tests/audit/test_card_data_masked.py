@@ -151,7 +151,7 @@ def test_card_data_in_a_chat_reaches_no_exit(requester, approver1, scripted_mode
     # when: the user asks, an approver rejects with the card data in the reason
     outcome = services.chat_send(user=requester, message=f"Refund A202607290003 amount 10, {said}, 安全码 737")
     request = ConfirmationRequest.objects.get(pk=outcome.pending[0].confirmation_id)
-    from approvals.services import confirmation_reject
+    from approvals.approver_actions import confirmation_reject
     with django_capture_on_commit_callbacks(execute=True):
         confirmation_reject(request_id=request.pk, approver=approver1, reason="no: cvv 737, card expiry 11/31")
 

@@ -11,7 +11,8 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Message, Run, RunEvent
-from approvals import services as approvals
+from agentplatform.tokens import digest
+from approvals import requester_actions
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
@@ -40,16 +41,16 @@ def test_tokens_never_reach_storage_logs_or_the_model(requester, model, caplog):
     services.chat_send(user=requester, message="yes", conversation_id=first.run.conversation_id,
                        confirmation_token=t1, listener=events_seen.append)
     with pytest.raises(ConfirmationAlreadyDecided):
-        approvals.confirmation_confirm(token=t1, user=requester)
+        requester_actions.confirmation_confirm(token=t1, user=requester)
     # a declined token
     second = services.chat_send(user=requester, message=f"cancel {REFUND_ORDER}")
     t2 = second.pending[0].token
-    approvals.confirmation_cancel(token=t2, user=requester)
+    requester_actions.confirmation_cancel(token=t2, user=requester)
     services.run_continue(run_id=second.run.pk)
     # a token replaced by a fresh one, which is then confirmed
     third = services.chat_send(user=requester, message=f"cancel {REFUND_ORDER} again")
     t3 = third.pending[0].token
-    t3_fresh = approvals.confirmation_issue_token(request_id=uuid.UUID(third.pending[0].confirmation_id),
+    t3_fresh = requester_actions.confirmation_issue_token(request_id=uuid.UUID(third.pending[0].confirmation_id),
                                                   user=requester)
     services.chat_send(user=requester, message="yes", conversation_id=third.run.conversation_id,
                        confirmation_token=t3_fresh)
@@ -59,7 +60,7 @@ def test_tokens_never_reach_storage_logs_or_the_model(requester, model, caplog):
     assert Cancellation.objects.count() == 2  # the story really ran
     # positive control: what is stored is the digest, found by the same search
     stored = _dump(ConfirmationRequest)
-    assert approvals.token_digest(t3_fresh) in stored and approvals.token_digest(t1) in stored
+    assert digest(t3_fresh) in stored and digest(t1) in stored
 
     places = {
         "audit rows": _dump(AuditEvent),

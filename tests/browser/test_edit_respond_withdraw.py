@@ -158,11 +158,11 @@ def test_the_requester_sees_and_withdraws_a_pending_request(open_person, request
 
 def test_the_requester_sees_when_a_quorum_can_no_longer_be_reached(open_person, requester, approver1, approver2):
     # found by a probe (session 6): "PENDING 1 / 2" until expiry, although nobody else could decide
-    from approvals import services as approvals
+    from approvals import approver_actions
 
     expect = _expect()
     request_id, _ = _refund_requested(requester)
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     approver2.is_active = False
     approver2.save(update_fields=["is_active"])
 

@@ -140,9 +140,9 @@ def test_a_decision_on_a_stale_card_is_refused_readably(open_person, requester, 
     card = bob.page.locator(f"[data-request-id='{request_id}']")
     expect(card).to_be_visible()
 
-    from approvals import services as approvals
+    from approvals import approver_actions
 
-    approvals.confirmation_reject(request_id=request_id, approver=approver2, reason="not covered")
+    approver_actions.confirmation_reject(request_id=request_id, approver=approver2, reason="not covered")
     card.locator("[data-testid=approve]").click()
     expect(bob.page.locator("[data-testid=flash]")).to_contain_text("already decided")
     bob.shot("1-stale-refused")
@@ -150,7 +150,7 @@ def test_a_decision_on_a_stale_card_is_refused_readably(open_person, requester, 
 
 def test_a_withdrawal_shows_on_the_open_page_in_both_languages(open_person, requester, approver1):
     # found by a probe (session 6): the banner fell back to the raw "WITHDRAWN by acme-requester"
-    from approvals.amendments import confirmation_withdraw
+    from approvals.requester_actions import confirmation_withdraw
 
     expect = _expect()
     bob, card, request_id = _watching_a_refund(open_person, requester, approver1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from tests.browser.conftest import playwright_expect as _expect, named_shot as _named_shot
 from tools.catalog.models import Cancellation, Refund
@@ -74,9 +74,9 @@ def test_a_confirmed_call_sent_to_approvers_is_told_in_words_and_the_card_waits(
 
     # the count follows the approvers, and the call runs once when the quorum is met
     request = ConfirmationRequest.objects.get(user=requester, tool_name="cancel_order")
-    approvals.confirmation_approve(request_id=request.pk, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver1)
     expect(waiting.locator("[data-testid=approvals-count]")).to_have_text("1 / 2", timeout=15_000)
-    approvals.confirmation_approve(request_id=request.pk, approver=approver2)
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver2)
     expect(waiting).to_contain_text("Done — it ran once.", timeout=15_000)
     assert Cancellation.objects.count() == 1
     assert not alice.console_errors, alice.console_errors
@@ -94,9 +94,9 @@ def test_a_quorum_raised_after_approval_is_told_and_the_card_counts_again(open_p
 
     # given: one approval, then the quorum is raised to 3; when: the second approval completes
     # the old quorum and the resume finds it short
-    approvals.confirmation_approve(request_id=request.pk, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver1)
     Tool.objects.filter(name="refund_order").update(quorum=3)
-    approvals.confirmation_approve(request_id=request.pk, approver=approver2)
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver2)
 
     # then
     note = alice.page.locator("[data-testid=regate-note]")

@@ -13,7 +13,7 @@ from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.services import control_change_propose
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import TenantModelQuota
-from approvals import services as approvals
+from approvals import approver_actions
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.delivery import deliver_webhook
 from tools.models import Tool
@@ -43,8 +43,8 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
         refund = runtime.chat_send(user=requester, message="refund A202607300003 amount 5 because damaged")
     assert WebhookDelivery.objects.filter(endpoint=endpoint).exists()
     with django_capture_on_commit_callbacks(execute=True):  # the resume is enqueued on commit
-        approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
-        approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])
+        approver_actions.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver1"])
+        approver_actions.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=globex["approver2"])
     api_key_issue(user=requester, name="globex evidence")
     # a pending control change: globex's administrator proposes approve_tool for globex-nobody
     control_change_propose(proposer=globex["admin"], gated=Gated(

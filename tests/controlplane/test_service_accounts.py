@@ -17,7 +17,7 @@ from agentplatform.api.services import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.tenancy.models import User
 from agentplatform.tenancy.service_accounts import ServiceAccountRefused
-from approvals import services as approvals
+from approvals import approver_actions, rules
 from approvals.errors import ApprovalForbidden
 from approvals.models import Approval, ConfirmationRequest
 from tests.controlplane.conftest import admin_url
@@ -146,15 +146,15 @@ def test_a_grant_that_bypassed_the_signals_still_never_lets_it_decide_or_count(i
     outcome = runtime.chat_send(user=requester, message=f"Refund order {REFUND} because it arrived damaged")
     request_id = outcome.pending[0].confirmation_id
     with pytest.raises(ApprovalForbidden, match="service account"):
-        approvals.confirmation_approve(request_id=request_id, approver=integration)
+        approver_actions.confirmation_approve(request_id=request_id, approver=integration)
     request = ConfirmationRequest.objects.get(pk=request_id)
     # a decision row written behind the services' back is not counted either
     Approval.objects.create(request=request, approver=integration, decision=Approval.Decision.APPROVE,
                             revision=request.revision, arguments_hash=request.arguments_hash)
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)
     request.refresh_from_db()
     assert request.status == ConfirmationRequest.Status.PENDING  # 1 of 2: the service account's row is not counted
-    assert [a.approver_id for a in approvals.standing_approvals(request)] == [approver1.pk]
+    assert [a.approver_id for a in rules.standing_approvals(request)] == [approver1.pk]
 
 
 def test_the_admin_offers_no_password_for_a_service_account(client, acme_admin, integration):

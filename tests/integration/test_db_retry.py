@@ -13,7 +13,7 @@ from django.db import OperationalError, connection, transaction
 from agentplatform.db import retry_on_serialization_failure
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import consumption
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tests.integration.conftest import wait_for
@@ -35,9 +35,9 @@ def database_error(cause: type[psycopg.errors.Error]) -> OperationalError:
 
 @pytest.fixture
 def flaky_consume(monkeypatch):
-    """Make approvals.services.confirmation_consume fail `failures` times with `cause`, then work.
+    """Make approvals.consumption.confirmation_consume fail `failures` times with `cause`, then work.
     Returns the list of attempts (one entry per call)."""
-    real = approvals.confirmation_consume
+    real = consumption.confirmation_consume
     attempts: list[int] = []
     plan = {"failures": 0, "cause": psycopg.errors.SerializationFailure}
 
@@ -49,7 +49,7 @@ def flaky_consume(monkeypatch):
 
     def install(failures: int, cause=psycopg.errors.SerializationFailure) -> list[int]:
         plan.update(failures=failures, cause=cause)
-        monkeypatch.setattr(approvals, "confirmation_consume", consume)
+        monkeypatch.setattr(consumption, "confirmation_consume", consume)
         return attempts
 
     return install

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from agentplatform.runtime import services
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from approvals.signals import confirmation_settled
 
@@ -28,7 +28,7 @@ def test_a_decision_whose_transaction_rolls_back_enqueues_nothing(broker, reques
     confirmation_settled.connect(fail_after_the_runtime_heard, dispatch_uid="test-fail-after-settle")
     try:
         with pytest.raises(Injected):
-            approvals.confirmation_confirm(token=pending.token, user=requester)
+            requester_actions.confirmation_confirm(token=pending.token, user=requester)
     finally:
         confirmation_settled.disconnect(dispatch_uid="test-fail-after-settle")
 
@@ -37,6 +37,6 @@ def test_a_decision_whose_transaction_rolls_back_enqueues_nothing(broker, reques
     assert broker.queued() == []
 
     # and when the same decision commits, exactly one resume of that run is enqueued
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     [message] = broker.queued()
     assert message["task"] == "runtime.resume_run" and str(outcome.run.pk) in message["args"]

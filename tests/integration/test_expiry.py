@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from agentplatform import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions, requester_actions
 from approvals.errors import ConfirmationExpired
 from approvals.models import ConfirmationRequest
 from approvals.tasks import expire_confirmations
@@ -61,7 +61,7 @@ def test_confirmed_in_time_but_resumed_one_second_late_still_runs_once(requester
     # given: the requester confirms one second before expiry, and the resume is held up
     set_clock(monkeypatch, request.expires_at - SECOND)
     with django_capture_on_commit_callbacks() as resume_later:
-        approvals.confirmation_confirm(token=pending.token, user=requester)
+        requester_actions.confirmation_confirm(token=pending.token, user=requester)
     assert ConfirmationRequest.objects.get(pk=request.pk).status == Status.CONFIRMED
     assert len(resume_later) == 1
 
@@ -91,7 +91,7 @@ def test_the_expiry_task_expires_at_plus_one_second_and_the_model_hears_expired_
     assert ConfirmationRequest.objects.get(pk=expired_request.pk).status == Status.PENDING
     # the other request is declined by the requester, still in time
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_cancel(token=rejected_pending.token, user=requester)
+        requester_actions.confirmation_cancel(token=rejected_pending.token, user=requester)
 
     # one second after expiry the sweep expires it, and the run resumes on commit
     set_clock(monkeypatch, expired_request.expires_at + SECOND)
@@ -118,12 +118,12 @@ def test_a_late_approval_answers_410_expired_and_the_model_is_told(requester, ap
     [pending] = outcome.pending
     request = ConfirmationRequest.objects.get(pk=pending.confirmation_id)
     set_clock(monkeypatch, request.expires_at - SECOND)
-    approvals.confirmation_approve(request_id=request.pk, approver=approver1)  # in time: 1 of 2
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver1)  # in time: 1 of 2
 
     set_clock(monkeypatch, request.expires_at + SECOND)
     # the refused decision expires the request on the spot; the run resumes on that commit
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(ConfirmationExpired) as raised:
-        approvals.confirmation_approve(request_id=request.pk, approver=approver2)
+        approver_actions.confirmation_approve(request_id=request.pk, approver=approver2)
     assert (raised.value.code, raised.value.http_status) == ("CONFIRMATION_EXPIRED", 410)
 
     # the API answers the same late decision 410 with the error body

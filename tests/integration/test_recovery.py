@@ -18,7 +18,7 @@ from agentplatform.runtime import loop, services
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.tasks import recover_stuck_runs
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tools.catalog import services as catalog
@@ -168,7 +168,7 @@ def test_a_lost_resume_message_is_found_by_the_sweep(requester, frozen_clock):
     [pending] = outcome.pending
     # the decision commits but its resume never runs (on-commit callbacks are not executed here,
     # as when the broker was down at that moment)
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     assert Run.objects.get(pk=outcome.run.pk).status == Run.Status.AWAITING_CONFIRMATION
 
     assert recover_stuck_runs.delay().get()["runs"] == 0  # it may still be on its way
@@ -236,7 +236,7 @@ def model_outage(settings):
 
 def confirmed_run(requester) -> Run:
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was a mistake")
-    approvals.confirmation_confirm(token=outcome.pending[0].token, user=requester)  # resume not run here
+    requester_actions.confirmation_confirm(token=outcome.pending[0].token, user=requester)  # resume not run here
     return outcome.run
 
 

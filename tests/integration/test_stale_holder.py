@@ -26,7 +26,7 @@ from django.conf import settings as django_settings
 from agentplatform import clock
 from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import requester_actions
 from audit.models import AuditEvent
 from tests.integration.conftest import Worker, wait_for
 from tests.llm.fake_openai_server import FakeOpenAIServer, turn_response
@@ -119,7 +119,7 @@ def test_a_holder_stopped_before_it_consumes_a_confirmed_call_never_executes_it(
                                              "AGENTPLATFORM_TEST_MARKER_DIR": str(entered)})
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was ordered twice")
     [pending] = outcome.pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)  # its resume goes to the worker
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)  # its resume goes to the worker
     marker = wait_for(lambda: next(pause.glob("paused-*"), None), message="the worker to hold the run",
                       details=first.tail)
     stale_holder = f"{HOST}:{marker.name.split('-', 1)[1]}"
@@ -160,7 +160,7 @@ def test_a_holder_stopped_inside_its_execution_keeps_the_run_and_recovery_waits_
     holder = f"{HOST}:{pool_pid(first)}"
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was ordered twice")
     [pending] = outcome.pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     wait_for(lambda: any(entered.iterdir()), message="the execution to be under way", details=first.tail)
     stop(first)
     held = lease_of(outcome.run.pk)

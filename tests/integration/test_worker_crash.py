@@ -12,7 +12,7 @@ import pytest
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.tasks import recover_stuck_runs
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tests.integration.conftest import wait_for
@@ -27,7 +27,7 @@ def confirmed_cancellation(requester) -> tuple[Run, str]:
     """A cancellation the requester confirmed; its resume message is on its way to the broker."""
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was ordered twice")
     [pending] = outcome.pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     return outcome.run, pending.confirmation_id
 
 

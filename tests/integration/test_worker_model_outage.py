@@ -8,7 +8,7 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import requester_actions
 from tests.integration.conftest import wait_for
 from tools.catalog.models import Cancellation
 
@@ -31,7 +31,7 @@ def test_a_model_outage_is_retried_with_backoff_then_fails_the_run_once(start_wo
     })
     # when: a confirmed cancellation is resumed by that worker (this process uses the offline model)
     outcome = services.chat_send(user=requester, message=f"cancel {ORDER} because it was a mistake")
-    approvals.confirmation_confirm(token=outcome.pending[0].token, user=requester)
+    requester_actions.confirmation_confirm(token=outcome.pending[0].token, user=requester)
 
     # then: three attempts (the first and two retries), then the run fails with MODEL_UNAVAILABLE
     run = wait_for(lambda: Run.objects.filter(pk=outcome.run.pk, status=Run.Status.FAILED).first(),

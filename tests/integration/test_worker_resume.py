@@ -10,7 +10,7 @@ from django.db import connection
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions, requester_actions
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import ConfirmationRequest
 from approvals.signals import confirmation_settled
@@ -43,8 +43,8 @@ def test_approval_through_the_service_layer_is_resumed_by_a_real_worker(start_wo
     worker = start_worker()
     run, request_id = ask_for_refund(requester)
 
-    approvals.confirmation_approve(request_id=request_id, approver=approver1, comment="checked")
-    approvals.confirmation_approve(request_id=request_id, approver=approver2, comment="checked too")
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1, comment="checked")
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver2, comment="checked too")
 
     run = finished(run.pk, worker)
     assert run.status == Run.Status.COMPLETED, run.error_message
@@ -63,7 +63,7 @@ def test_the_same_resume_message_delivered_three_times_executes_once(broker, sta
     # given: a confirmed cancellation whose resume message waits in the broker (no worker yet)
     outcome = services.chat_send(user=requester, message=f"cancel {CANCEL_ORDER} because it is a duplicate")
     [pending] = outcome.pending
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     [message] = broker.queued()
     assert message["task"] == "runtime.resume_run" and str(outcome.run.pk) in message["args"]
     # and: the very same message (same task id, same delivery tag) twice more, as a redelivery makes it
@@ -88,7 +88,7 @@ def test_two_approvers_racing_for_the_last_quorum_slot_resume_once(broker, start
     acme_admin.groups.add(*approver1.groups.all())  # a third approver (a tenant administrator holds no grant itself)
     worker = start_worker()
     run, request_id = ask_for_refund(requester)
-    approvals.confirmation_approve(request_id=request_id, approver=approver1)  # first of two slots
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1)  # first of two slots
     settled: list[str] = []
 
     def count_settles(sender, *, status, **kwargs) -> None:
@@ -100,7 +100,7 @@ def test_two_approvers_racing_for_the_last_quorum_slot_resume_once(broker, start
     def decide(approver) -> str:
         try:
             barrier.wait(timeout=10)
-            approvals.confirmation_approve(request_id=request_id, approver=approver)
+            approver_actions.confirmation_approve(request_id=request_id, approver=approver)
             return "APPROVED"
         except ConfirmationAlreadyDecided:
             return "ALREADY_DECIDED"

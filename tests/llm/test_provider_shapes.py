@@ -616,7 +616,7 @@ def test_1_calls_streamed_without_index_are_kept_apart(requester, provider, sett
                          ids=["401-fails-at-once", "503-parks"])
 def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provider, settings, shape, parks):
     from agentplatform.runtime import loop
-    from approvals import services as approvals
+    from approvals import requester_actions
     from tests.tools.support import resume_not_enqueued
 
     settings.LLM_STREAM = False
@@ -624,7 +624,7 @@ def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provi
                                                          "arguments": json.dumps(CANCEL)}]))
     waiting = chat(requester, f"cancel {ORDER}")
     with resume_not_enqueued():
-        approvals.confirmation_confirm(token=waiting["pending"][0]["token"], user=requester)
+        requester_actions.confirmation_confirm(token=waiting["pending"][0]["token"], user=requester)
     provider.enqueue(shape(), shape(), shape())
 
     if parks:

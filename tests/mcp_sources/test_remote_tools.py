@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from guardian.shortcuts import assign_perm
 
 from agentplatform.runtime.services import conversation_create
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from mcp_sources.models import McpTool
@@ -89,7 +89,7 @@ def test_discovered_tool_is_disabled_until_reviewed_then_gated_confirmed_and_exe
 
     # and: once confirmed it runs once, with the same conversion as a local tool (phone masked)
     pending = waiting.pending[0]
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     ctx = tool_context(requester, conversation.pk, confirmations={"call_1": pending.confirmation_id})
     result = ToolCallingManager().execute_tool_calls(ctx, message).outcomes[0].result
     assert (result.success, result.code) == (True, "OK")
@@ -330,7 +330,7 @@ def test_a_confirmed_call_to_a_server_disabled_meanwhile_is_refused_not_left_con
     conversation = conversation_create(user=requester)
     message = assistant(("call_1", TICKET, TICKET_ARGS))
     pending = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending[0]
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
 
     # when: the server is disabled before the confirmed call goes out
     McpServer.objects.filter(pk=server.pk).update(enabled=False)
@@ -363,7 +363,7 @@ def test_a_colleagues_call_to_a_disabled_server_does_not_burn_my_confirmation(
     conversation = conversation_create(user=requester)
     message = assistant(("call_1", TICKET, TICKET_ARGS))
     pending = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message).pending[0]
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
     McpServer.objects.filter(pk=server.pk).update(enabled=False)
 
     # when: the colleague presents the request in their own call

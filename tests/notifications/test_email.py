@@ -11,7 +11,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from agentplatform import clock
 from agentplatform.runtime import services as runtime
-from approvals import services as approvals
+from approvals import approver_actions, expiry
 from approvals.models import ConfirmationRequest
 from tools.models import Tool
 
@@ -87,11 +87,11 @@ def test_the_requester_is_emailed_when_the_approvers_decide(make_refund, approve
     mail.outbox.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request.pk, approver=approver1, comment="looks right")
+        approver_actions.confirmation_approve(request_id=request.pk, approver=approver1, comment="looks right")
     assert mail.outbox == []  # 1 of 2: not decided yet
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request.pk, approver=approver2)
+        approver_actions.confirmation_approve(request_id=request.pk, approver=approver2)
     assert _to(mail.outbox) == ["acme-requester@example.com"]
     message = mail.outbox[0]
     assert "Your request was" in message.subject
@@ -105,7 +105,7 @@ def test_the_requester_is_told_the_reason_of_a_rejection(make_refund, approver1,
     mail.outbox.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=request.pk, approver=approver1,
+        approver_actions.confirmation_reject(request_id=request.pk, approver=approver1,
                                       reason="no photo of the damage; card 4111 1111 1111 1111")
 
     assert _to(mail.outbox) == ["acme-requester@example.com"]
@@ -122,7 +122,7 @@ def test_the_requester_is_told_when_nobody_decided_in_time(make_refund, django_c
     ConfirmationRequest.objects.filter(pk=request.pk).update(expires_at=clock.now() - datetime.timedelta(seconds=1))
 
     with django_capture_on_commit_callbacks(execute=True):
-        assert approvals.confirmations_expire() == [request.pk]
+        assert expiry.confirmations_expire() == [request.pk]
 
     assert _to(mail.outbox) == ["acme-requester@example.com"]
     assert "expired before anyone decided" in mail.outbox[0].body
@@ -138,7 +138,7 @@ def test_no_token_reaches_an_email(requester, make_refund, approver1, approver2,
         runtime.chat_send(user=requester, message=f"Refund A202607290003 amount 50 because {token} broken")
     request = ConfirmationRequest.objects.filter(policy="APPROVERS").get()
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=request.pk, approver=approver1, reason=f"token {token} pasted")
+        approver_actions.confirmation_reject(request_id=request.pk, approver=approver1, reason=f"token {token} pasted")
 
     assert len(mail.outbox) == 3  # two approvers, then the requester
     for message in mail.outbox:
@@ -181,7 +181,7 @@ def test_the_requesters_email_counts_approvals_as_the_quorum_does(make_refund, a
     mail.outbox.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_approve(request_id=request.pk, approver=approver1,
+        approver_actions.confirmation_approve(request_id=request.pk, approver=approver1,
                                        arguments_hash=ConfirmationRequest.objects.get(pk=request.pk).arguments_hash)
 
     decided = [m for m in mail.outbox if "acme-requester@example.com" in m.to]

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.core.exceptions import ValidationError
 
-from approvals import services as approvals
+from approvals import approver_actions
 from notifications import signing
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.delivery import deliver_webhook
@@ -124,7 +124,7 @@ def test_an_unreachable_receiver_is_retried(local_hooks, requester, make_refund,
 def test_the_decision_is_posted_too(endpoint, receiver, make_refund, approver1, django_capture_on_commit_callbacks):
     request = make_refund()
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=request.pk, approver=approver1, reason="not covered")
+        approver_actions.confirmation_reject(request_id=request.pk, approver=approver1, reason="not covered")
     body = _json(receiver.received[-1])
     assert body["event"] == "approval.decided"
     r = body["request"]

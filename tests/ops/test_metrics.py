@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from agentplatform.runtime import services
-from approvals import services as approvals
+from approvals import expiry
 from audit import metrics
 from tests.api.conftest import CANCEL_ORDER
 
@@ -97,7 +97,7 @@ def test_permission_denied_and_expiry_are_counted(requester, nobody, settings):
     import datetime
     ConfirmationRequest.objects.filter(pk=outcome.pending[0].confirmation_id).update(
         expires_at=timezone.now() - datetime.timedelta(seconds=1))
-    approvals.confirmations_expire_due()
+    expiry.confirmations_expire_due()
     assert sample("agentplatform_tool_confirmation_expired_count_total", tool="cancel_order") == expired + 1
 
 

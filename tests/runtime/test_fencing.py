@@ -10,7 +10,7 @@ from django.conf import settings
 from agentplatform import clock
 from agentplatform.runtime import loop, services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import requester_actions
 from tests.tools.support import ORDER, resume_not_enqueued
 from tools.context import FenceLost
 
@@ -20,7 +20,7 @@ def test_the_old_holder_cannot_save_after_a_takeover(requester):
     outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
     [pending] = outcome.pending
     with resume_not_enqueued():
-        approvals.confirmation_confirm(token=pending.token, user=requester)
+        requester_actions.confirmation_confirm(token=pending.token, user=requester)
     claimed = loop._claim(outcome.run.pk)
     assert claimed is not None
     run = claimed.run
@@ -89,7 +89,7 @@ def test_a_consumption_whose_writes_fail_ends_the_run_once_and_is_not_retried(re
     outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
     [pending] = outcome.pending
     with resume_not_enqueued():
-        approvals.confirmation_confirm(token=pending.token, user=requester)
+        requester_actions.confirmation_confirm(token=pending.token, user=requester)
     bodies = []
     real_cancel, real_write = catalog.order_cancel, loop._Step._write
 
@@ -136,7 +136,7 @@ def test_a_commit_hook_that_raises_after_the_step_committed_is_not_taken_for_a_f
     outcome = services.chat_send(user=requester, message=f"Please cancel order {ORDER} because it was a mistake")
     [pending] = outcome.pending
     with resume_not_enqueued():
-        approvals.confirmation_confirm(token=pending.token, user=requester)
+        requester_actions.confirmation_confirm(token=pending.token, user=requester)
     real_cancel = catalog.order_cancel
 
     def with_a_failing_hook(**kwargs):

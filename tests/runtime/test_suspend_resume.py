@@ -12,7 +12,7 @@ from guardian.shortcuts import remove_perm
 from agentplatform import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions, expiry, requester_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, REFUND_ORDER, audit_rows, model  # noqa: F401 - fixtures
 from tools.catalog.models import Cancellation, Order, Refund
@@ -77,7 +77,7 @@ def test_the_model_waits_until_every_gated_call_of_the_turn_is_decided(requester
 
     # the other declined with the token first shown (confirming call_a did not void it): the run
     # resumes, the confirmed call runs, the declined one is REJECTED
-    approvals.confirmation_cancel(token=tokens["call_b"], user=requester)
+    requester_actions.confirmation_cancel(token=tokens["call_b"], user=requester)
     services.run_continue(run_id=first.run.pk)
 
     answers = model.tool_answers(1)
@@ -99,14 +99,14 @@ def test_rejected_and_expired_refunds_answer_the_model_differently(requester, ap
 
     # an approver rejects the first (the resume runs on commit)
     with django_capture_on_commit_callbacks(execute=True):
-        approvals.confirmation_reject(request_id=uuid.UUID(rejected.pending[0].confirmation_id), approver=approver1,
+        approver_actions.confirmation_reject(request_id=uuid.UUID(rejected.pending[0].confirmation_id), approver=approver1,
                                       reason="no photos of the damage")
     # nobody decides the second until it expires (the sweeper settles it; the resume runs on commit)
     request = ConfirmationRequest.objects.get(pk=expired.pending[0].confirmation_id)
     later = request.expires_at + datetime.timedelta(seconds=1)
     monkeypatch.setattr(clock, "now", lambda: later)
     with django_capture_on_commit_callbacks(execute=True):
-        assert approvals.confirmations_expire() == [request.pk]
+        assert expiry.confirmations_expire() == [request.pk]
 
     rejected_answer = model.tool_answers(2)["call_rejected"]
     expired_answer = model.tool_answers(3)["call_expired"]

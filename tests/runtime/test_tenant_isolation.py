@@ -10,7 +10,7 @@ import pytest
 from agentplatform.errors import NotFound
 from agentplatform.runtime import selectors, services
 from agentplatform.runtime.models import Run
-from approvals import services as approvals
+from approvals import approver_actions, requester_actions
 from approvals.errors import ConfirmationNotFound
 from approvals.models import Approval, ConfirmationRequest
 from tests.tools.support import GLOBEX_ORDER, ORDER, REFUND_ORDER, audit_rows, model  # noqa: F401 - fixtures
@@ -53,9 +53,9 @@ def test_globex_user_cannot_confirm_or_decline_an_acme_token(outsider, requester
     token = outcome.pending[0].token
 
     with pytest.raises(ConfirmationNotFound) as confirm:
-        approvals.confirmation_confirm(token=token, user=outsider)
+        requester_actions.confirmation_confirm(token=token, user=outsider)
     with pytest.raises(ConfirmationNotFound):
-        approvals.confirmation_cancel(token=token, user=outsider)
+        requester_actions.confirmation_cancel(token=token, user=outsider)
     with pytest.raises(NotFound):  # the acme conversation does not exist for the outsider
         services.chat_send(user=outsider, message="yes", conversation_id=outcome.run.conversation_id,
                            confirmation_token=token)
@@ -73,14 +73,14 @@ def test_globex_approver_cannot_see_approve_or_reject_an_acme_refund(outsider_ap
     outcome = services.chat_send(user=requester, message=f"refund {REFUND_ORDER} because it arrived damaged")
     request_id = uuid.UUID(outcome.pending[0].confirmation_id)
 
-    for decide in (lambda: approvals.confirmation_approve(request_id=request_id, approver=outsider_approver),
-                   lambda: approvals.confirmation_reject(request_id=request_id, approver=outsider_approver,
+    for decide in (lambda: approver_actions.confirmation_approve(request_id=request_id, approver=outsider_approver),
+                   lambda: approver_actions.confirmation_reject(request_id=request_id, approver=outsider_approver,
                                                          reason="not mine")):
         with pytest.raises(ConfirmationNotFound) as refused:
             decide()
         assert refused.value.http_status == 404
     with pytest.raises(ConfirmationNotFound):
-        approvals.confirmation_issue_token(request_id=request_id, user=outsider_approver)
+        requester_actions.confirmation_issue_token(request_id=request_id, user=outsider_approver)
 
     assert not Approval.objects.exists() and not Refund.objects.exists()
     assert ConfirmationRequest.objects.get(pk=request_id).status == Status.PENDING

@@ -13,7 +13,7 @@ from django.db.models import F
 from pydantic import BaseModel, ConfigDict
 
 from agentplatform.runtime.services import conversation_create
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import ORDER, assistant, audit_rows, tool_context
 from tools.catalog.models import Order
@@ -102,7 +102,7 @@ def test_refusal_of_a_confirmed_call_consumes_the_confirmation(db, requester, in
     message = assistant(("call_1", "test_bump_refuse_high", {"order_id": ORDER}))
     waiting = ToolCallingManager().execute_tool_calls(tool_context(requester, conversation.pk), message)
     pending = waiting.pending[0]
-    approvals.confirmation_confirm(token=pending.token, user=requester)
+    requester_actions.confirmation_confirm(token=pending.token, user=requester)
 
     # when: the confirmed call executes and the tool refuses after writing
     ctx = tool_context(requester, conversation.pk, confirmations={"call_1": pending.confirmation_id})

@@ -11,7 +11,7 @@ from agentplatform.api.services import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Conversation, Run, RunEvent
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import Approval, ConfirmationRequest
 from audit.models import AuditEvent
 from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
@@ -28,7 +28,7 @@ def evidence(requester, approver1):
     runtime.chat_send(user=requester, message="yes", conversation_id=outcome.run.conversation_id,
                       confirmation_token=outcome.pending[0].token)
     refund = runtime.chat_send(user=requester, message="refund A202607290003 amount 5 because damaged")
-    approvals.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=approver1)
+    approver_actions.confirmation_approve(request_id=refund.pending[0].confirmation_id, approver=approver1)
     assert IdempotencyRecord.objects.exists() and AuditEvent.objects.exists() and Approval.objects.exists()
     return outcome.run
 

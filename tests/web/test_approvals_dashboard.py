@@ -9,7 +9,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from agentplatform import clock
-from approvals import services as approvals
+from approvals import approver_actions
 from audit.models import AuditEvent
 from approvals.models import Approval, ConfirmationRequest
 from tools.catalog.models import Refund
@@ -111,7 +111,7 @@ def test_stale_page_cannot_approve_what_someone_else_rejected(client, approver1,
     # given: approver1 has the page open with the request on it
     assert [r.pk for r in _page(client, approver1).context["rows"]] == [refund_request.pk]
     # when: approver2 rejects meanwhile, then approver1 clicks Approve on the stale page
-    approvals.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="duplicate refund")
+    approver_actions.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="duplicate refund")
     response = client.post(_approve_url(refund_request), {"comment": "ok"})
     # then
     assert response.status_code == 302
@@ -210,7 +210,7 @@ def test_my_requests_and_history_page_through_with_the_shared_pager(client, requ
     from approvals import views
 
     monkeypatch.setattr(views, "HISTORY_PAGE_SIZE", 1)
-    approvals.confirmation_reject(request_id=refund_request.pk, approver=approver1, reason="not this one")
+    approver_actions.confirmation_reject(request_id=refund_request.pk, approver=approver1, reason="not this one")
     client.force_login(requester)
     # when: the requester walks My requests
     first = client.get(reverse("approvals:mine")).content.decode()
@@ -243,7 +243,7 @@ def test_a_second_click_after_the_first_ended_the_request_says_it_stands(client,
     # found by a review (session 6): once the first click ended the request, the second read
     # "your decision was not recorded"
     if action == "approve-to-quorum":
-        approvals.confirmation_approve(request_id=refund_request.pk, approver=approver2)
+        approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver2)
     _page(client, approver1)
     url = reverse("approvals:reject", args=[refund_request.pk]) if action == "reject" else _approve_url(refund_request)
     data = {"reason": "duplicate refund"} if action == "reject" else {"comment": "ok"}

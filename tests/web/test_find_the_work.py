@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from agentplatform import clock
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_the_navigation_counts_what_the_approver_may_decide(client, approver1, a
     assert 'title="1 waiting for your decision' in html
     assert "js/approvals-live.js" in html
 
-    approvals.confirmation_approve(request_id=refund_request.pk, approver=approver1)
+    approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver1)
     html = client.get(reverse("chat")).content.decode()
     assert 'nav-count is-zero' in html  # decided by me: no longer waiting for me
 
@@ -78,7 +78,7 @@ def test_the_poll_reports_pending_requests_and_their_quorum(client, approver1, a
                                 "expires_at": refund_request.expires_at.isoformat()}]
 
     # another approver approves: the quorum moves
-    approvals.confirmation_approve(request_id=refund_request.pk, approver=approver2)
+    approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver2)
     assert client.get(live, {"ids": str(refund_request.pk)}).json()["pending"][0]["approvals"] == 1
 
     # still waiting for me: not ended; a malformed id is ignored
@@ -90,7 +90,7 @@ def test_the_poll_reports_pending_requests_and_their_quorum(client, approver1, a
 
 def test_the_poll_reports_a_rejection_by_another_approver(client, approver1, approver2, refund_request):
     client.force_login(approver1)
-    approvals.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="not covered")
+    approver_actions.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="not covered")
     data = client.get(reverse("approvals:live"), {"ids": str(refund_request.pk)}).json()
     assert data["pending_count"] == 0 and data["pending"] == []
     assert data["ended"] == [{"id": str(refund_request.pk), "outcome": "REJECTED", "label": "REJECTED",
@@ -123,7 +123,7 @@ def test_a_notification_link_opens_the_request(client, approver1, approver2, out
     assert [r.pk for r in page.context["rows"]] == [refund_request.pk] and page.context["tab"] == "pending"
     assert 'data-testid="approve"' in page.content.decode()
 
-    approvals.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="not covered")
+    approver_actions.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="not covered")
     page = client.get(url)
     assert page.status_code == 200 and page.context["tab"] == "history"
     assert 'data-testid="approve"' not in page.content.decode()

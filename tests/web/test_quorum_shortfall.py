@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from approvals import services as approvals
+from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from approvals.selectors import quorum_shortfall
 from tests.api.conftest import api  # noqa: F401 - fixture
@@ -21,7 +21,7 @@ def test_a_reachable_quorum_has_no_shortfall(refund_request):
 def test_the_requester_is_told_when_too_few_approvers_remain(client, api, requester, approver1, approver2,
                                                             refund_request):
     # given: approver1 approved (1 of 2) and approver2, the only other approver, left
-    approvals.confirmation_approve(request_id=refund_request.pk, approver=approver1)
+    approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver1)
     approver2.is_active = False
     approver2.save(update_fields=["is_active"])
     request = ConfirmationRequest.objects.get(pk=refund_request.pk)
@@ -35,8 +35,8 @@ def test_the_requester_is_told_when_too_few_approvers_remain(client, api, reques
 
 
 def test_a_request_that_reached_its_quorum_has_no_shortfall(approver1, approver2, refund_request):
-    approvals.confirmation_approve(request_id=refund_request.pk, approver=approver1)
-    approvals.confirmation_approve(request_id=refund_request.pk, approver=approver2)  # quorum reached: runs
+    approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver1)
+    approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver2)  # quorum reached: runs
 
     request = ConfirmationRequest.objects.get(pk=refund_request.pk)
     assert request.status != ConfirmationRequest.Status.PENDING and quorum_shortfall(request) == 0

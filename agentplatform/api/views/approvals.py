@@ -14,7 +14,7 @@ from agentplatform.api.base import ApiView, PagePagination, StrictCharField, pag
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
-from approvals import amendments, services as approvals
+from approvals import amendments, approver_actions
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
     approval_facts,
@@ -98,7 +98,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
-        if request.status == Status.PENDING and request.expires_at <= clock.now():
+        if request.is_due_at(clock.now()):
             return Status.EXPIRED
         return request.status
 
@@ -195,7 +195,7 @@ class ApprovalApproveApi(ApiView):
     def post(self, request: Request, request_id: uuid.UUID) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        approvals.confirmation_approve(request_id=request_id, approver=request.user,
+        approver_actions.confirmation_approve(request_id=request_id, approver=request.user,
                                        comment=serializer.validated_data["comment"],
                                        arguments_hash=serializer.validated_data["arguments_hash"])
         return _decided(request.user, request_id)
@@ -217,7 +217,7 @@ class ApprovalRejectApi(ApiView):
     def post(self, request: Request, request_id: uuid.UUID) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        approvals.confirmation_reject(request_id=request_id, approver=request.user,
+        approver_actions.confirmation_reject(request_id=request_id, approver=request.user,
                                       reason=serializer.validated_data["reason"])
         return _decided(request.user, request_id)
 

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
-from approvals import services as approvals
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
@@ -72,7 +72,7 @@ class _TokenDecisionApi(ApiView):
 class ConfirmationConfirmApi(_TokenDecisionApi):
     """I confirm my own gated call with its token; the run resumes after the commit."""
 
-    decide = staticmethod(approvals.confirmation_confirm)
+    decide = staticmethod(requester_actions.confirmation_confirm)
 
 
 # Per method (extend_schema_view): an operation_id on the class is drf_spectacular.W002 in `check --deploy`.
@@ -82,7 +82,7 @@ class ConfirmationConfirmApi(_TokenDecisionApi):
 class ConfirmationCancelApi(_TokenDecisionApi):
     """I decline my own gated call with its token; the model is told it was rejected."""
 
-    decide = staticmethod(approvals.confirmation_cancel)
+    decide = staticmethod(requester_actions.confirmation_cancel)
 
 
 class ConfirmationTokenApi(ApiView):
@@ -103,7 +103,7 @@ class ConfirmationTokenApi(ApiView):
     @extend_schema(operation_id="confirmations_token", tags=["confirmations"], summary="Issue a fresh token",
                    request=None, responses={200: OutputSerializer, **errors(*COMMON, 404, 409, 410)})
     def post(self, request: Request, confirmation_id: uuid.UUID) -> Response:
-        token = approvals.confirmation_issue_token(request_id=confirmation_id, user=request.user)
+        token = requester_actions.confirmation_issue_token(request_id=confirmation_id, user=request.user)
         expires_at = ConfirmationRequest.objects.values_list("expires_at", flat=True).get(pk=confirmation_id)
         return Response(self.OutputSerializer(
             {"confirmation_id": confirmation_id, "token": token, "expires_at": expires_at}).data)

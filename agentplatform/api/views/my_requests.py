@@ -15,10 +15,11 @@ from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.api.views.approvals import ApprovalRequestSerializer
 from agentplatform.errors import NotFound
-from approvals import amendments
+from approvals import requester_actions
 from approvals.models import ConfirmationRequest
-from approvals.selectors import approval_facts, outcome_of, quorum_shortfall, regates_of, requests_of
-from approvals.services import decider
+from approvals.presentation import decider
+from approvals.requester_selectors import regates_of, requests_of
+from approvals.selectors import approval_facts, outcome_of, quorum_shortfall
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status
@@ -72,7 +73,7 @@ class MyRequestSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
-        if request.status == Status.PENDING and request.expires_at <= clock.now():
+        if request.is_due_at(clock.now()):
             return Status.EXPIRED
         return request.status
 
@@ -86,7 +87,7 @@ class MyRequestSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.BooleanField())
     def get_can_withdraw(self, request: ConfirmationRequest) -> bool:
-        return request.status == Status.PENDING and request.expires_at > clock.now()
+        return request.is_open_at(clock.now())
 
     def get_quorum_shortfall(self, request: ConfirmationRequest) -> int:
         return quorum_shortfall(request) if self.get_can_withdraw(request) else 0
@@ -155,6 +156,6 @@ class MyRequestWithdrawApi(ApiView):
     def post(self, request: Request, request_id: uuid.UUID) -> Response:
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        amendments.confirmation_withdraw(request_id=request_id, requester=request.user,
+        requester_actions.confirmation_withdraw(request_id=request_id, requester=request.user,
                                          reason=serializer.validated_data["reason"])
         return _mine(request.user, request_id)

@@ -16,7 +16,7 @@ from agentplatform.errors import DomainError
 from agentplatform.runtime import services
 from agentplatform.runtime.models import RunEvent
 from agentplatform.tenancy.models import User
-from approvals import services as approvals
+from approvals import requester_actions
 
 HELP = "commands: /confirm  /cancel  /new  /quit   (anything else is sent to the agent)"
 
@@ -58,7 +58,7 @@ class Command(BaseCommand):
                 return
             token = self.tokens.pop()
             if line == "/cancel":
-                approvals.confirmation_cancel(token=token, user=self.user)
+                requester_actions.confirmation_cancel(token=token, user=self.user)
                 self.stdout.write("(cancelled)")
             outcome = services.chat_send(user=self.user, message=line, conversation_id=self.conversation,
                                          confirmation_token=token) if line == "/confirm" else None

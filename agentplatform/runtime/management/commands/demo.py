@@ -25,7 +25,7 @@ from agentplatform.runtime.demo.seed import (
 )
 from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run, RunEvent
-from approvals import services as approvals
+from approvals import approver_actions
 from audit.models import AuditEvent
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
 
@@ -140,19 +140,19 @@ class Command(BaseCommand):
         request_id, run_id = outcome.pending[0].confirmation_id, outcome.run.pk
 
         self.title("9. The requester tries to approve their own refund")
-        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=requester))
+        self.refused(lambda: approver_actions.confirmation_approve(request_id=request_id, approver=requester))
         self.title("10. An approver of another tenant cannot even see it")
-        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=self.globex["approver1"]))
+        self.refused(lambda: approver_actions.confirmation_approve(request_id=request_id, approver=self.globex["approver1"]))
 
         self.title("11. Two approvers approve; the refund runs once")
-        approvals.confirmation_approve(request_id=request_id, approver=a1, comment="checked the photos")
+        approver_actions.confirmation_approve(request_id=request_id, approver=a1, comment="checked the photos")
         self.say("   approver1 approved (1 of 2)")
         self.expect(Refund.objects.filter(order__order_id=refund_id).count() == 0, "nothing runs at 1 of 2")
-        approvals.confirmation_approve(request_id=request_id, approver=a2, comment="ok")
+        approver_actions.confirmation_approve(request_id=request_id, approver=a2, comment="ok")
         self.say("   approver2 approved (2 of 2): the run resumes on commit")
         self.show(Run.objects.get(pk=run_id))
         self.expect(Refund.objects.filter(order__order_id=refund_id).count() == 1, "refunded exactly once")
-        self.refused(lambda: approvals.confirmation_approve(request_id=request_id, approver=self.acme["admin"]))
+        self.refused(lambda: approver_actions.confirmation_approve(request_id=request_id, approver=self.acme["admin"]))
 
         self.title("12. The audit trail of this session")
         rows = AuditEvent.objects.filter(tenant=requester.tenant)

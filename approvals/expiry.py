@@ -1,0 +1,59 @@
+"""Expiry: PENDING requests nobody decided before `expires_at` become EXPIRED.
+
+A CONFIRMED request is a decision already made and never expires; it runs when its turn settles.
+Both services open their own transaction (they nest inside a caller's when there is one, as
+`guard.guarded` and the run's answering of a decided call use them); the beat task
+(approvals.tasks) and settle-on-read call them at the top level.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+
+from agentplatform import clock
+from approvals import signals
+from approvals.models import ConfirmationRequest
+from audit import events
+
+Status = ConfirmationRequest.Status
+
+
+@transaction.atomic
+def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: int = 500,
+                         tenant_id: int | None = None) -> list[uuid.UUID]:
+    """Mark PENDING requests past `expires_at` EXPIRED, audit each, and settle them (a CONFIRMED
+    request is a decision already made and never expires; it runs when its turn settles).
+
+    `request_ids` restricts the sweep (used right after a late decision); `tenant_id` restricts
+    it to one tenant (settle-on-read). Returns the ids expired by this call; a request expired
+    concurrently by another sweeper is not returned twice.
+    """
+    now = clock.now()
+    due = ConfirmationRequest.objects.due(now=now)
+    if request_ids is not None:
+        due = due.filter(pk__in=request_ids)
+    if tenant_id is not None:
+        due = due.filter(tenant_id=tenant_id)
+    expired: list[uuid.UUID] = []
+    for request in due.order_by("expires_at")[:limit]:
+        changed = ConfirmationRequest.objects.filter(pk=request.pk, status=request.status).update(
+            status=Status.EXPIRED, decided_at=now, outcome_code="CONFIRMATION_EXPIRED",
+            decision_reason="nobody decided before the deadline")
+        if changed != 1:
+            continue
+        request.status = Status.EXPIRED
+        events.request_expired(request, actor_id=None)
+        signals.send_settled(request)
+        expired.append(request.pk)
+    return expired
+
+
+def confirmations_expire_due(*, tenant_id: int | None = None) -> int:
+    """Settle-on-read: expire what is due (of one tenant) before a page, list or run is read, so
+    expiry holds within a read of the deadline even without a beat scheduler (docs/decisions.md).
+    Cheap when nothing is due (one indexed SELECT). Returns how many expired."""
+    if not ConfirmationRequest.objects.due(now=clock.now()).filter(
+            **({"tenant_id": tenant_id} if tenant_id else {})).exists():
+        return 0
+    return len(confirmations_expire(tenant_id=tenant_id))
