@@ -1,8 +1,8 @@
 """Effective risk and approval policy of a tool: registry defaults, then the platform operator's
 global overrides, then the tenant's tighten-only overrides, then floors.
 
-This is the one function the pipeline (tools.manager, through tools.selectors.offered_tools) and
-the admin (tools.admin) both call, so what the admin shows is what runs.
+This is the one function the pipeline (tools.governed_call, on the rows tools.selectors.offered_tools
+loads) and the admin (tools.admin) both call, so what the admin shows is what runs.
 
 Rules (docs/roles.md):
 - Global overrides (Tool row, platform operators only) may loosen. A tool the registry declares
