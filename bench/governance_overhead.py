@@ -181,6 +181,7 @@ def breakdown(scenario, *, iterations: int, offset: int) -> dict[str, float]:
 
     from django.db import connection
 
+    import tools.execution as execution_module
     import tools.manager as manager_module
     from audit import events
     from tools.catalog import services
@@ -191,7 +192,7 @@ def breakdown(scenario, *, iterations: int, offset: int) -> dict[str, float]:
             (manager_module, "offered_tools", "resolve: offered_tools (tenant policy, guardian use_tool)"),
             (services, "orders_list", "business function orders_list (2 SELECTs)"),
             (events, "tool_call_decided", "audit: AuditEvent INSERT"),
-            (manager_module, "idempotency_execute", "idempotency: claim INSERT + result UPDATE"),
+            (execution_module, "idempotency_execute", "idempotency: claim INSERT + result UPDATE"),
             (connection, "commit", "COMMIT (WAL flush to disk)"),
             (connection, "savepoint", "SAVEPOINT / RELEASE round trips"),
             (connection, "savepoint_commit", "SAVEPOINT / RELEASE round trips"),

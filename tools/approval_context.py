@@ -1,4 +1,4 @@
-"""The approval context of a gated call (issue 13 items 1 and 7): the facts a human needs beside
+"""The approval context of a gated call: the facts a human needs beside
 the arguments, and the words the model wrote, kept apart from the platform's summary.
 
 `capture` runs when a confirmation is requested; its masked result is stored on the

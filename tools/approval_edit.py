@@ -1,7 +1,7 @@
-"""An approver's edit of a gated call, checked the way a model's call is (issue 13 item 3).
+"""An approver's edit of a gated call, checked the way a model's call is.
 
 `rebind(request, arguments)` runs the edited arguments through the pipeline's checks for the
-request's tool (DESIGN section 4 steps 2-4, the tool's normalisation and its read-only precheck)
+request's tool (parse, schema, the tool's rules and normalisation, and its read-only precheck)
 with the requester's server-side context, and returns the new binding: normalised arguments, their
 hash (so "50" and "50.00" bind the same call), masked arguments, the summary the tool rebuilds
 from them, and the facts captured now. approvals.amendments calls it through the rebinder that

@@ -6,6 +6,7 @@ class ToolsConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self) -> None:
+        # Imported here: these modules load models, which exist only once every app is loaded.
         from django.db.models.signals import post_migrate
 
         from approvals.amendments import register_rebinder
@@ -16,7 +17,7 @@ class ToolsConfig(AppConfig):
         post_migrate.connect(services.post_migrate_sync, sender=self)
         # approvals sits below tools: it reads live approval facts through this provider.
         register_live_facts(approval_context.live_facts)
-        # ... and checks an approver's edited arguments with the tool through this one (issue 13 item 3).
+        # ... and checks an approver's edited arguments with the tool through this one.
         register_rebinder(approval_edit.rebind)
         # ... and tells people what an approver may edit (the tool's `editable`).
         register_edit_rules(approval_edit.edit_rules)

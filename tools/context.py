@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Identity and scope of one run, built only on the server (seed 002 sections 7 and 21).
+    """Identity and scope of one run, built only on the server: the model never sets
+    tenant or user.
 
     tenant / user: the authenticated principal (model instances). conversation_id, run_id: UUIDs.
     request_id: the inbound request's id (for audit correlation). offered: names of the tools
@@ -32,7 +33,7 @@ class ToolContext:
     confirmations: dict[str, uuid.UUID] = field(default_factory=dict)
     conversation_excerpt: Any = ""
     # The tools resolved for this run (name -> (ToolSpec, Tool row)), set by ToolCallingManager.resolve;
-    # calls that consume no confirmation resolve against it instead of querying again (DESIGN step 1).
+    # calls that consume no confirmation resolve against it instead of querying again.
     offered_tools: Any = field(default=None, compare=False, repr=False)
     fence: Any = field(default=None, compare=False, repr=False)
     # Tool search (tools.search): names of the tools the run's `tool_search` calls returned; they are
@@ -47,22 +48,23 @@ class ToolContext:
     def user_id(self) -> int:
         return self.user.pk
 
+    @property
+    def consumes(self) -> bool:
+        """True when this context carries decided confirmations to consume (a resumed run): the
+        tools offered are then queried afresh, so permissions, tenant policy and risk are judged
+        at consume time, not only when the calls were requested."""
+        return bool(self.confirmations)
+
     def excerpt(self) -> str:
         """The conversation excerpt for approvers (loaded now when it was given as a callable)."""
         value = self.conversation_excerpt
         return value() if callable(value) else value
 
     def with_offered(self, names: frozenset[str]) -> "ToolContext":
-        return _replace(self, offered=names, offered_tools=None)
+        return replace(self, offered=names, offered_tools=None)
 
     def with_confirmations(self, confirmations: dict[str, uuid.UUID]) -> "ToolContext":
-        return _replace(self, confirmations=dict(confirmations), offered_tools=None)
-
-
-def _replace(ctx: ToolContext, **changes: Any) -> ToolContext:
-    from dataclasses import replace
-
-    return replace(ctx, **changes)
+        return replace(self, confirmations=dict(confirmations), offered_tools=None)
 
 
 class FenceLost(Exception):

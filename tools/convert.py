@@ -1,4 +1,4 @@
-"""Result conversion limits (seed 002 sections 28-29): at most 20 items and 32 KB of JSON."""
+"""Result conversion limits, so a result never floods the model's context: at most 20 items and 32 KB of JSON."""
 from __future__ import annotations
 
 import json

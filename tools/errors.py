@@ -5,7 +5,7 @@ from agentplatform.errors import DomainError, PermissionDenied
 
 
 class ToolValidationError(DomainError):
-    """A business rule on the arguments failed (DESIGN step 4). Becomes INVALID_ARGUMENTS."""
+    """A business rule on the arguments failed. Becomes INVALID_ARGUMENTS."""
 
     code = "INVALID_ARGUMENTS"
 
@@ -24,7 +24,7 @@ class ToolPermissionDenied(PermissionDenied):
 
 
 class ToolExecutionError(DomainError):
-    """A tool failed in a way the model should hear about (DESIGN step 9)."""
+    """A tool failed in a way the model should hear about (a failure result, not a raise)."""
 
     code = "TOOL_EXECUTION_FAILED"
     retryable = True

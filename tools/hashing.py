@@ -1,4 +1,4 @@
-"""Canonical JSON and hashes of tool arguments (DESIGN section 8).
+"""Canonical JSON and hashes of tool arguments: the binding of a call to its decision.
 
 Canonical form: sorted keys, no spaces, UTF-8 (ensure_ascii=False). Reordering keys or
 changing whitespace in the model's arguments gives the same hash.
@@ -21,5 +21,5 @@ def arguments_hash(value: Any) -> str:
 
 
 def key_hash(*parts: object) -> str:
-    """Return the hex SHA-256 of the parts joined with ':' (seed 002 section 17 key shape)."""
+    """Return the hex SHA-256 of the parts joined with ':' (the shape of an idempotency key)."""
     return hashlib.sha256(":".join(str(p) for p in parts).encode("utf-8")).hexdigest()

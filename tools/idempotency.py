@@ -1,4 +1,4 @@
-"""Execute a side effect at most once per (tenant, idempotency key) (seed 002 sections 16-18).
+"""Execute a side effect at most once per (tenant, idempotency key).
 
 The claim is an INSERT that loses a race cleanly on the unique constraint; for local business
 changes the record and the change commit in one transaction, so "SUCCEEDED" implies the change
@@ -49,7 +49,7 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
 
     Used before minting a confirmation: repeating a finished action must not cost a human's attention.
     """
-    # A prebuilt statement (agentplatform.db.select_rows): before every gated keyed call (issue 11).
+    # A prebuilt statement (agentplatform.db.select_rows): before every gated keyed call.
     found = select_rows(IdempotencyRecord, {"tenant_id": tenant_id, "key": key}, limit=1)
     return _from_record(found[0], arguments_hash) if found else None
 
@@ -104,7 +104,7 @@ def idempotency_execute(
     Returns Outcome(EXECUTED | IDEMPOTENT_HIT | CONFLICT | IN_PROGRESS | OUTCOME_UNKNOWN).
 
     A `read_only` action has no side effect to guard, so it is not claimed first: it runs, and its
-    finished record is stored in one INSERT (issue 11: one statement instead of two); a key already
+    finished record is stored in one INSERT (one statement instead of two); a key already
     recorded answers from that record as above (the read that ran meanwhile changed nothing).
     """
     if read_only:

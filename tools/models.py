@@ -7,6 +7,10 @@ from typing import Callable
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from tools.levels import ApprovalPolicy, RiskLevel
+from tools.policy import global_override_errors, tenant_override_errors
+from tools.registry import registry
+
 # Why a Tool row may not be enabled now, asked of the apps above this one that know (mcp_sources
 # refuses a remote tool whose current definition is not the reviewed one). guard(tool) -> reason,
 # "" when it may. Asked by Tool and TenantToolPolicy in clean() (every admin form, list_editable)
@@ -27,20 +31,6 @@ def enable_refusal(tool: "Tool") -> str:
         if reason:
             return reason
     return ""
-
-
-class RiskLevel(models.TextChoices):
-    LOW = "LOW"
-    MEDIUM = "MEDIUM"
-    HIGH = "HIGH"
-    CRITICAL = "CRITICAL"
-
-
-class ApprovalPolicy(models.TextChoices):
-    NONE = "NONE", "No confirmation"
-    REQUESTER = "REQUESTER", "Requester confirmation"
-    APPROVERS = "APPROVERS", "Approvers with quorum"
-    DENY = "DENY", "Always deny"
 
 
 class Tool(models.Model):
@@ -91,9 +81,6 @@ class Tool(models.Model):
         """Refuse global overrides that take a CRITICAL tool below two approvers without a reason
         (tools.policy.global_override_errors), and enabling a tool an enable guard refuses (a remote
         tool whose definition is not the reviewed one). Raises ValidationError."""
-        from tools.policy import global_override_errors
-        from tools.registry import registry
-
         errors = global_override_errors(registry.get(self.name), self)
         refusal = enable_refusal(self) if self.enabled else ""
         if refusal:
@@ -139,9 +126,6 @@ class TenantToolPolicy(models.Model):
     def clean(self) -> None:
         """Tenant overrides only tighten (tools.policy.tenant_override_errors); an entry is not
         switched on for a tool an enable guard refuses. Raises ValidationError."""
-        from tools.policy import tenant_override_errors
-        from tools.registry import registry
-
         if self.tool_id is None:
             return
         if self.tool.tenant_id is not None and self.tenant_id is not None and self.tool.tenant_id != self.tenant_id:
@@ -172,7 +156,7 @@ class TenantToolPolicy(models.Model):
 
 
 class IdempotencyRecord(models.Model):
-    """Claim and stored result of one side effect, unique on (tenant, key) (seed 002 section 16).
+    """Claim and stored result of one side effect, unique on (tenant, key).
 
     The claim is the INSERT: two racing callers cannot both insert. For local business changes the
     record and the change commit in one transaction, so a SUCCEEDED record means the change exists.

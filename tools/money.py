@@ -1,4 +1,4 @@
-"""Money in one canonical form (issue 13 item 2).
+"""Money in one canonical form.
 
 A money argument is a `Decimal` normalised to its currency's minor unit (ISO 4217 exponent)
 *before* it is hashed, shown to a human or executed: `1e2`, `100`, `100.0` and `100.00` are one

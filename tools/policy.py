@@ -1,10 +1,10 @@
 """Effective risk and approval policy of a tool: registry defaults, then the platform operator's
 global overrides, then the tenant's tighten-only overrides, then floors.
 
-This is the one function the pipeline (tools.manager, through tools.selectors.offered_tools) and
-the admin (tools.admin) both call, so what the admin shows is what runs.
+This is the one function the pipeline (tools.governed_call, on the rows tools.selectors.offered_tools
+loads) and the admin (tools.admin) both call, so what the admin shows is what runs.
 
-Rules (DESIGN section 8, docs/roles.md):
+Rules (docs/roles.md):
 - Global overrides (Tool row, platform operators only) may loosen. A tool the registry declares
   CRITICAL, or whose effective risk is CRITICAL, stays approver-gated with at least
   CRITICAL_MIN_QUORUM distinct approvers unless the operator stored a written reason
@@ -17,15 +17,33 @@ Rules (DESIGN section 8, docs/roles.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from tools.models import ApprovalPolicy, RiskLevel, Tool
+from tools.levels import ApprovalPolicy, RiskLevel
 from tools.registry import DEFAULT_POLICY, ToolSpec
 
 CRITICAL_MIN_QUORUM = 2
 RISK_ORDER = [RiskLevel.LOW, RiskLevel.MEDIUM, RiskLevel.HIGH, RiskLevel.CRITICAL]
 POLICY_ORDER = [ApprovalPolicy.NONE, ApprovalPolicy.REQUESTER, ApprovalPolicy.APPROVERS, ApprovalPolicy.DENY]
 _FROM_ROW: Any = object()
+
+
+class GlobalOverrides(Protocol):
+    """What the rules read of a Tool row (tools.models.Tool): the platform operator's overrides."""
+
+    risk_override: str
+    policy_override: str
+    quorum: int | None
+    ttl_seconds: int | None
+    critical_floor_waiver: str
+
+
+class TenantOverrides(Protocol):
+    """What the rules read of a TenantToolPolicy row: one tenant's tighten-only overrides."""
+
+    risk_override: str
+    quorum: int | None
+    ttl_seconds: int | None
 
 
 @dataclass(frozen=True)
@@ -46,7 +64,7 @@ def _stricter(order: list, a: str, b: str) -> str:
     return a if order.index(a) >= order.index(b) else b
 
 
-def global_policy(spec: ToolSpec, row: Tool) -> EffectivePolicy:
+def global_policy(spec: ToolSpec, row: GlobalOverrides) -> EffectivePolicy:
     """The policy for every tenant before tenant overrides: registry spec + the Tool row's
     global overrides + the CRITICAL floor (unless waived with a written reason)."""
     risk = row.risk_override or spec.risk
@@ -67,7 +85,7 @@ def global_policy(spec: ToolSpec, row: Tool) -> EffectivePolicy:
     return EffectivePolicy(risk=risk, policy=policy, quorum=quorum, ttl_seconds=row.ttl_seconds or spec.ttl_seconds)
 
 
-def effective_policy(spec: ToolSpec, row: Tool, tenant_policy: Any = _FROM_ROW) -> EffectivePolicy:
+def effective_policy(spec: ToolSpec, row: GlobalOverrides, tenant_policy: Any = _FROM_ROW) -> EffectivePolicy:
     """The policy that applies now in one tenant.
 
     spec: the registry entry. row: the Tool row (global overrides). tenant_policy: the tenant's
@@ -98,7 +116,7 @@ def effective_policy(spec: ToolSpec, row: Tool, tenant_policy: Any = _FROM_ROW) 
     return EffectivePolicy(risk=risk, policy=policy, quorum=quorum, ttl_seconds=ttl)
 
 
-def tenant_override_errors(spec: ToolSpec | None, row: Tool, tenant_policy: Any) -> dict[str, str]:
+def tenant_override_errors(spec: ToolSpec | None, row: GlobalOverrides, tenant_policy: TenantOverrides) -> dict[str, str]:
     """Field -> message for every tenant override that would loosen the global policy (empty when
     it only tightens). A tenant may raise the risk, raise the quorum, shorten the TTL, or disable
     the tool; never go below the registry's declared risk or the global policy."""
@@ -117,7 +135,7 @@ def tenant_override_errors(spec: ToolSpec | None, row: Tool, tenant_policy: Any)
     return errors
 
 
-def global_override_errors(spec: ToolSpec | None, row: Tool) -> dict[str, str]:
+def global_override_errors(spec: ToolSpec | None, row: GlobalOverrides) -> dict[str, str]:
     """Field -> message when the global overrides would take a CRITICAL tool below two distinct
     approvers without a written reason (`critical_floor_waiver`)."""
     if spec is None or (row.critical_floor_waiver or "").strip():

@@ -1,5 +1,5 @@
-"""Recovery of idempotency claims whose outcome nobody knows (DESIGN step 8: "a PROCESSING record
-older than its lease is recoverable").
+"""Recovery of idempotency claims whose outcome nobody knows: a PROCESSING record older than its
+lease is recoverable.
 
 A record stays PROCESSING after its transaction committed only when the side effect lives outside
 our database (the claim must commit before the remote call): if the caller then died, the remote

@@ -1,6 +1,6 @@
 """The tool registry: what a tool is, in code. The database mirror (tools.models.Tool) carries
 admin overrides and object permissions; risk and policy never come from a tool's self-description
-at run time (DESIGN section 9)."""
+at run time: a tool cannot lower its own risk."""
 from __future__ import annotations
 
 import json
@@ -73,7 +73,7 @@ class ToolSpec:
     approval context; preferred over `summarize`. Neither may quote free text.
     free_text: names of arguments the model writes in its own words (a reason): never part of a
     summary; shown quoted, capped and labelled "written by the assistant".
-    owner / version: who answers for the tool and its version (seed 002 section 38; shown in the
+    owner / version: who answers for the tool and its version (shown in the
     admin and the API, recorded in every audit row). source: "local" or "mcp:<server>". remote: for
     a tool served by an MCP server, the object that calls it (mcp_sources.remote.RemoteCall): the
     pipeline then claims the call durably before the request (docs/remote_tools.md).

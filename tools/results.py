@@ -1,4 +1,4 @@
-"""ToolResult: the envelope every tool call returns to the model (seed 002 section 6).
+"""ToolResult: the envelope every tool call returns to the model.
 
 Never null, never a bare string: `{success, code, message, terminal, retryable, data}`.
 """

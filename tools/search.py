@@ -1,4 +1,4 @@
-"""Tool search for large catalogs (seed 002 section 32; issue 14 items 6-7).
+"""Tool search for large catalogs.
 
 When more tools are offered to a user than TOOL_SEARCH_THRESHOLD, the model is sent one
 `tool_search` definition (plus the tools it already found in this run) instead of every

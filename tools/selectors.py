@@ -22,7 +22,7 @@ def _offered_rows_sql(*, superuser: bool) -> str:
 
     Parameters, in order: tenant id, then (non-superusers) `use_tool`'s content type id and the user
     id, twice. The rows are those of guardian's `get_objects_for_user(user, "tools.use_tool",
-    accept_global_perms=False)` (STYLE rule 6) intersected with the tenant's enabled policies, as two
+    accept_global_perms=False)` (no global grant counts) intersected with the tenant's enabled policies, as two
     EXISTS clauses on guardian's own tables; tests/tools/test_offered_tools.py checks it against
     guardian for direct, group, revoked and cross-tenant grants. It is written out rather than
     composed with the ORM because it runs at the start and on every resume of every run, and the
@@ -58,7 +58,7 @@ def _offered_rows_sql(*, superuser: bool) -> str:
     if not superuser:
         # The user's model permissions ("app_label.codename", direct or through a group), read
         # once in the same statement (an uncorrelated subquery, evaluated once): Django's
-        # ModelBackend would send two more queries for them on each freshly loaded user (issue 11).
+        # ModelBackend would send two more queries for them on each freshly loaded user.
         user_table = get_user_model()._meta.get_field("user_permissions").remote_field.through._meta
         content_type = ContentType._meta
         user_column = q(user_table.get_field("user").column)
@@ -78,7 +78,7 @@ def _offered_rows_sql(*, superuser: bool) -> str:
 
 
 def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
-    """Return name -> (spec, row) of the tools offered to `user` now (DESIGN section 5.1).
+    """Return name -> (spec, row) of the tools offered to `user` now.
 
     Offered = registered in code, enabled globally, enabled for the user's tenant by a
     TenantToolPolicy row, `use_tool` held on the row (user or group, no global grant), and the
@@ -117,7 +117,8 @@ def offered_tools(*, user) -> dict[str, tuple[ToolSpec, Tool]]:
 
 def tool_available_to_tenant(*, name: str, tenant_id: int) -> bool:
     """True when `name` is a registered tool enabled globally and for the tenant (whether or not
-    this user may use it). Distinguishes PERMISSION_DENIED from TOOL_NOT_FOUND in step 1."""
+    this user may use it). Distinguishes PERMISSION_DENIED from TOOL_NOT_FOUND when a call names
+    a tool not offered."""
     if registry.get(name) is None:
         return False
     return Tool.objects.filter(

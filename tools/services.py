@@ -13,7 +13,9 @@ def tools_sync_registry() -> list[Tool]:
 
     Keeps admin overrides and `enabled` untouched. Returns the rows of the registered tools.
     """
-    import tools.catalog.tools  # noqa: F401  - registers the built-in catalog
+    # Registers the built-in catalog. Imported here, when the registry is synced, not at the top:
+    # the catalog's module loads its app's models, and this module is imported while apps load.
+    import tools.catalog.tools  # noqa: F401
 
     rows = []
     with transaction.atomic():

@@ -38,7 +38,8 @@ from audit import metrics
 from tools.context import FenceLost, ToolContext
 from agentplatform.redaction import mask_text
 from tools.masking import mask_value
-from tools.manager import PendingConfirmation, ToolCallingManager, parse_tool_calls
+from tools.calls import PendingConfirmation, parse_tool_calls
+from tools.manager import ToolCallingManager
 from tools.results import ToolResult
 from tools import search as tool_search
 

@@ -23,7 +23,7 @@ from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
 from audit import events as audit
 from tools.masking import mask_value
-from tools.manager import PendingConfirmation
+from tools.calls import PendingConfirmation
 
 logger = logging.getLogger(__name__)
 
@@ -148,11 +148,7 @@ def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOut
         token = None
         if reissue and request.policy == ConfirmationRequest.Policy.REQUESTER and request.user_id == user.pk:
             token = requester_actions.confirmation_issue_token(request_id=request.pk, user=user)
-        pending.append(PendingConfirmation(
-            tool_call_id=request.tool_call_id, confirmation_id=str(request.pk), tool=request.tool_name,
-            summary=request.summary, risk=request.risk,
-            needs="requester" if request.policy == ConfirmationRequest.Policy.REQUESTER else "approvers",
-            quorum=request.quorum, expires_at=request.expires_at.isoformat(), token=token))
+        pending.append(PendingConfirmation.from_request(request, tool_call_id=request.tool_call_id, token=token))
     return RunOutcome(run, pending=pending)
 
 

@@ -115,7 +115,7 @@ def test_another_tool_is_refused(requester, confirmed):
 
 
 # A consumer refused *before* the compare-and-set (the tool not offered to it, a grant it lacks)
-# must not burn the request either: only the request's own call ends it (tools.manager._refuse).
+# must not burn the request either: only the request's own call ends it (tools.consume.Consumption.refuse).
 
 def test_a_colleague_without_the_tools_permission_does_not_burn_the_confirmation(requester, confirmed):
     colleague = User.objects.create(username="acme-requester2", tenant=requester.tenant)

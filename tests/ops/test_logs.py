@@ -117,12 +117,12 @@ def test_redact_keeps_ordinary_words():
 
 
 def test_tool_and_tool_call_id_are_bound_while_a_call_runs(monkeypatch):
-    from tools import manager
+    from tools import calls, manager
 
     seen = {}
     monkeypatch.setattr(manager.ToolCallingManager, "_execute_call",
                         lambda self, ctx, call, offered, turn: seen.update(correlation.log_fields()))
-    call = manager.ToolCall(id="call_1", name="query_inventory", arguments="{}")
+    call = calls.ToolCall(id="call_1", name="query_inventory", arguments="{}")
     manager.ToolCallingManager().execute_call(None, call, {})
     assert seen["tool"] == "query_inventory" and seen["tool_call_id"] == "call_1"
     assert "tool" not in correlation.log_fields()  # unbound afterwards

@@ -1,2 +1,2 @@
-"""Fixtures of the issue-2 tests (see tests/tools/support.py)."""
+"""Fixtures of the governed tool call tests (see tests/tools/support.py)."""
 from tests.tools.support import install_tool, model  # noqa: F401 - fixtures

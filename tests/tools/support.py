@@ -1,4 +1,4 @@
-"""Helpers of the issue-2 tests (governed tool calls), shared by tests/tools, tests/approvals,
+"""Helpers of the governed tool call tests, shared by tests/tools, tests/approvals,
 tests/audit and the runtime tests: a scripted model at the HTTP edge, throwaway tools, and
 builders for assistant messages and tool contexts.
 
@@ -145,7 +145,7 @@ def install_tool(people) -> Iterator[Callable[..., Tool]]:
 
 def audit_rows(**filters):
     """The tool-call audit events matching `filters`, oldest first (a tiny selector for assertions).
-    Control-plane rows (the seed's, `install_tool`'s) are left out unless asked for by decision."""
+    Control-plane rows (the demo data's, `install_tool`'s) are left out unless asked for by decision."""
     from audit.models import AuditEvent
 
     rows = AuditEvent.objects.filter(**filters)

@@ -1,5 +1,5 @@
 """agentplatform.db.select_rows / insert_instance / Together: the prebuilt reads and writes of the hot
-path (issue 11) give back what the ORM gives back: the same rows, in the same order, with the same
+path give back what the ORM gives back: the same rows, in the same order, with the same
 Python values (JSON, UUIDs, datetimes, booleans), related rows attached, on PostgreSQL and SQLite."""
 from __future__ import annotations
 

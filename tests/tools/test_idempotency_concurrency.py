@@ -1,5 +1,5 @@
 """Side effects run at most once per idempotency key, proven with 50 concurrent identical calls
-against PostgreSQL (DESIGN sections 4.8 and 8; seed 002 sections 16-18). Real threads on a barrier."""
+against PostgreSQL. Real threads on a barrier."""
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,4 @@
-"""Result conversion (DESIGN section 4 step 10; seed 002 sections 28-29): list_orders masks phone,
+"""Result conversion: list_orders masks phone,
 address and name and pages at 20 with next_cursor; every result the model reads is at most 20
 items and 32 KB of UTF-8 JSON, with total / returned telling it what it did not get."""
 from __future__ import annotations

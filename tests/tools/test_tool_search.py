@@ -1,4 +1,4 @@
-"""Tool search for large catalogs (seed 002 section 32, issue 14 item 6): above the threshold the
+"""Tool search for large catalogs: above the threshold the
 model gets `tool_search` instead of every definition; a search sees only the tools offered to this
 user in this tenant; what it finds becomes callable and still passes the whole pipeline."""
 from __future__ import annotations

@@ -26,7 +26,7 @@ PAGE_SIZE = 20
 
 
 def inventory_query(*, tenant_id: int, sku: str, warehouse_code: str | None = None) -> dict[str, Any]:
-    """Stock of `sku` in the tenant, per warehouse (seed 002 section 8 InventoryResult).
+    """Stock of `sku` in the tenant, per warehouse.
 
     Returns {"sku", "warehouses": [{"warehouse_code", "available_quantity", "locked_quantity",
     "updated_at"}], "total_available"}. Raises ToolBusinessError(SKU_NOT_FOUND) when unknown.
@@ -58,7 +58,7 @@ def _read_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> O
 def _find_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> Order | None:
     """The tenant's order with this business id, or None. A prebuilt statement
     (agentplatform.db.select_rows): a gated order call reads it up to four times on its way
-    (precheck, approval context, precheck again, the locked change; issue 11)."""
+    (precheck, approval context, precheck again, the locked change)."""
     found = select_rows(Order, {"tenant_id": tenant_id, "order_id": order_id}, for_update=for_update,
                         order_by=("pk",), limit=1)
     return found[0] if found else None
@@ -91,7 +91,7 @@ def order_currency(*, tenant_id: int, order_id: str) -> str | None:
     return Order.objects.filter(tenant_id=tenant_id, order_id=order_id).values_list("currency", flat=True).first()
 
 
-CUSTOMER_HISTORY_LIMIT = 100  # orders looked at; a bounded read on the approval hot path (issue 11)
+CUSTOMER_HISTORY_LIMIT = 100  # orders looked at; a bounded read on the approval hot path
 
 
 def _customer_history(order: Order) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def _customer_history(order: Order) -> dict[str, Any]:
     gated call's approval context does not grow with a customer's history (one statement, on the
     (tenant, customer_phone) index). The label tells approvers the window.
     """
-    # Hand-written (the ORM compiled this aggregate in about 1 ms per gated call; issue 11); the
+    # Hand-written (the ORM compiled this aggregate in about 1 ms per gated call); the
     # same statement on PostgreSQL and SQLite, table and column names from the models.
     with connection.cursor() as cursor:
         cursor.execute(_HISTORY_SQL, [order.tenant_id, order.customer_phone, order.pk, CUSTOMER_HISTORY_LIMIT])
@@ -122,7 +122,7 @@ _HISTORY_SQL = (
 
 
 def order_refund_context(*, tenant_id: int, order_id: str, amount: Decimal | None) -> dict[str, Any]:
-    """Read-only, tenant-scoped facts an approver needs beside a refund's arguments (issue 13).
+    """Read-only, tenant-scoped facts an approver needs beside a refund's arguments.
 
     Returns {"order_id", "order_status", "currency", "order_total", "already_refunded",
     "earlier_refunds", "refundable_remainder", "refund_amount", "full_refund", "customer",
@@ -147,7 +147,7 @@ def order_refund_context(*, tenant_id: int, order_id: str, amount: Decimal | Non
 
 
 def order_cancel_context(*, tenant_id: int, order_id: str) -> dict[str, Any]:
-    """Read-only, tenant-scoped facts an approver needs beside a cancellation (issue 13).
+    """Read-only, tenant-scoped facts an approver needs beside a cancellation.
 
     Returns {"order_id", "order_status", "shipped", "items", "order_total", "currency",
     "customer", "customer_other_orders", "customer_refunded_orders"}; `items` is a list of
@@ -181,7 +181,7 @@ def order_refund_precheck(*, tenant_id: int, order_id: str, amount: Decimal | No
 # savepoint (tools.idempotency.run_action); called alone it is its own transaction.
 @transaction.atomic(savepoint=False)
 def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | None) -> dict[str, Any]:
-    """Cancel a PAID order (seed 002 section 9 CancelOrderResult).
+    """Cancel a PAID order.
 
     Returns {"order_id", "previous_status", "current_status", "cancellation_id", "cancelled_at"}.
     Raises ToolBusinessError(ORDER_NOT_FOUND | ORDER_NOT_CANCELLABLE), e.g. a shipped order.
@@ -191,7 +191,7 @@ def order_cancel(*, tenant_id: int, order_id: str, reason: str, user_id: int | N
     previous = order.status
     order.status = Order.Status.CANCELLED
     order.updated_at = clock.now()
-    # Prebuilt statements (no save() override or signal receiver on these models; issue 11).
+    # Prebuilt statements, safe because these models have no save() override or signal receiver.
     update_row(Order, order.pk, {"status": order.status, "updated_at": order.updated_at})
     record = insert_instance(Cancellation(tenant_id=tenant_id, order=order, reason=reason,
                                           previous_status=previous, requested_by_id=user_id))

@@ -1,7 +1,7 @@
 """The built-in catalog: query_inventory, list_orders, cancel_order, refund_order.
 
 Parameter models forbid extra fields, so a model-invented `tenantId` or `isAdmin` is rejected;
-tenant and user come from the ToolContext only (seed 002 section 21).
+tenant and user come from the ToolContext only, never from the model.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _require_reason(reason: str) -> None:
 # -- query_inventory ------------------------------------------------------------------------------
 
 class QueryInventory(BaseModel):
-    """Parameters of query_inventory (seed 002 section 8)."""
+    """Parameters of query_inventory."""
 
     model_config = ConfigDict(extra="forbid")
     sku: str = Field(description="Product SKU, e.g. SKU-10001", max_length=16)
@@ -54,7 +54,7 @@ def _validate_inventory(params: QueryInventory) -> None:
 
 
 def _inventory_converter(data: dict[str, Any]) -> dict[str, Any]:
-    # Allow-list: cost and supplier prices never reach the model (seed 002 section 28).
+    # Allow-list: cost and supplier prices never reach the model.
     return {"sku": data["sku"], "total_available": data["total_available"],
             "warehouses": [{k: w[k] for k in ("warehouse_code", "available_quantity", "locked_quantity", "updated_at")}
                            for w in data["warehouses"]]}
@@ -117,7 +117,7 @@ def list_orders(ctx: ToolContext, params: ListOrders) -> dict[str, Any]:
 # -- cancel_order ---------------------------------------------------------------------------------
 
 class CancelOrder(BaseModel):
-    """Parameters of cancel_order (seed 002 section 9)."""
+    """Parameters of cancel_order."""
 
     model_config = ConfigDict(extra="forbid")
     order_id: str = Field(description="Full order id, e.g. A202607290001", max_length=13)
@@ -139,7 +139,7 @@ def _validate_cancel(params: CancelOrder) -> None:
     risk="HIGH",
     permission="catalog.cancel_order",
     validate=_validate_cancel,
-    # seed 002 section 17: sha256(tenant:conversation:cancel_order:order_id)
+    # One cancellation per order and conversation: sha256(tenant:conversation:cancel_order:order_id)
     idempotency_key=lambda ctx, p: key_hash(ctx.tenant_id, ctx.conversation_id, "cancel_order", p.order_id),
     describe=lambda p, facts: f"Cancel order {p.order_id} / 取消订单 {p.order_id}",
     free_text=("reason",),
