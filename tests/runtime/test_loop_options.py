@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentplatform.llm.types import ModelTurn
 from agentplatform.runtime import loop, services
+from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.models import Run, RunEvent
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, audit_rows, install_tool, model  # noqa: F401 - fixtures
@@ -184,7 +185,7 @@ def test_user_controlled_execution_hands_back_the_calls_and_runs_nothing(request
     assert not audit_rows() and not ConfirmationRequest.objects.exists() and len(model.requests) == 1
 
     # the caller runs them through the same governed pipeline, with the run's server-side context
-    result = ToolCallingManager().execute_tool_calls(loop.build_tool_context(outcome.run),
+    result = ToolCallingManager().execute_tool_calls(build_tool_context(outcome.run),
                                                      {"role": "assistant", "tool_calls": outcome.tool_calls})
     listed, cancel = result.outcomes
     assert listed.result.success and listed.result.data["items"][0]["order_id"] == "A202607290002"

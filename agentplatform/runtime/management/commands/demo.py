@@ -23,7 +23,7 @@ from agentplatform.runtime.demo.seed import (
     reset_demo_orders,
     seed_demo,
 )
-from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run, RunEvent
 from approvals import services as approvals
 from audit.models import AuditEvent
