@@ -1,4 +1,4 @@
-"""Finding work that a crash, a lost message or an outage left behind (issue 4, "Recovery").
+"""Finding work that a crash, a lost message or an outage left behind.
 
 What can be left behind, and what happens to it:
 

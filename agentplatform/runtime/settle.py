@@ -1,4 +1,4 @@
-"""Expiry and recovery that settle without a beat scheduler (docs/decisions.md, item 9).
+"""Expiry and recovery that settle without a beat scheduler (docs/decisions.md, "Settling without beat").
 
 With a broker and `celery beat`, the periodic tasks expire requests and recover runs. The embedded
 default (`make demo` / `make serve`: no broker, eager tasks) has no beat, so two things do it
