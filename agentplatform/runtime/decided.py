@@ -35,8 +35,8 @@ def answer_pending(held: HeldRun, manager: ToolCallingManager,
     A DomainError or any other error ends the run (FAILED) and propagates; RunClaimLost propagates.
     """
     try:
-        with Step.begin(held):
-            return _answer(held, manager, requests)
+        with Step.begin(held) as step:
+            return _answer(step, manager, requests)
     except DomainError as error:
         ending.fail(held, error.code, error.message)
         raise
@@ -47,9 +47,9 @@ def answer_pending(held: HeldRun, manager: ToolCallingManager,
         raise
 
 
-def _answer(held: HeldRun, manager: ToolCallingManager,
+def _answer(step: Step, manager: ToolCallingManager,
             requests: dict[str, ConfirmationRequest] | None) -> tuple[ToolContext, list]:
-    run = held.run
+    run = step.held.run
     pending: dict[str, str] = run.state.get("pending") or {}
     ids = set(pending.values())
     if requests is None or not ids <= set(requests):
@@ -57,7 +57,7 @@ def _answer(held: HeldRun, manager: ToolCallingManager,
     assistant = run.state["messages"][run.state["assistant_index"]]
     runnable = (ConfirmationRequest.Status.CONFIRMED, ConfirmationRequest.Status.CONSUMED)
     confirmed = {call_id: uuid.UUID(cid) for call_id, cid in pending.items() if requests[cid].status in runnable}
-    ctx = build_tool_context(run, confirmations=confirmed, held=held)
+    ctx = build_tool_context(run, confirmations=confirmed, held=step.held)
     # An approver's edit replaced a call's arguments: the stored, edited binding is what runs (the
     # server's record is the truth, not the model's message), and the model is told what changed.
     edited = {call_id: requests[pending[call_id]] for call_id in confirmed
@@ -68,7 +68,7 @@ def _answer(held: HeldRun, manager: ToolCallingManager,
         # The requester's event of an edited call says who changed what.
         if kind == RunEvent.Type.TOOL_EXECUTION_COMPLETED and payload.get("tool_call_id") in edits:
             payload = {**payload, **edits[payload["tool_call_id"]]}
-        held.emit(kind, payload)
+        step.emit(kind, payload)
 
     executed = manager.execute_tool_calls(ctx, answers.with_edits(assistant, edited), on_event=emit,
                                           only=set(confirmed)) if confirmed else None
@@ -98,20 +98,20 @@ def _answer(held: HeldRun, manager: ToolCallingManager,
             request.decided_by = get_user_model().objects.filter(pk=request.decided_by_id).first()
         result, payload = answers.decision_answer(request)
         payload["tool_call_id"] = call_id
-        held.emit(RunEvent.Type.TOOL_EXECUTION_COMPLETED, payload)
+        step.emit(RunEvent.Type.TOOL_EXECUTION_COMPLETED, payload)
         told[call_id] = {"role": "tool", "tool_call_id": call_id, "content": result.to_json()}
     # Answer every decided call id exactly once, in the model's order.
     for call in parse_tool_calls(assistant):
         if call.id in told:
-            held.append(told[call.id])
+            step.append(told[call.id])
     still = {p.tool_call_id: p.confirmation_id for p in waiting}
     still.update({call_id: pending[call_id] for call_id in undecided})
     run.state["pending"] = still
     if still:
         run.status = Run.Status.AWAITING_CONFIRMATION
-    held.save("status", "state")
+    step.save_run("status", "state")
     if not still and run.iterations < settings.AGENT_MAX_ITERATIONS:
-        held.admit_next_call()  # the model is called next
+        step.admit_next_call()  # the model is called next
     if executed is not None and executed.offered is not None:
         # Consuming re-queried the offered tools just now (permissions, tenant policy, risk are
         # re-checked at consume time); the rest of this run is offered the same set.

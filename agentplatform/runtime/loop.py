@@ -153,34 +153,34 @@ def advance(held: HeldRun, ctx: ToolContext, manager: ToolCallingManager, *, par
                 return ending.finish(held, turn.content, stop_reason=turn.finish_reason, waiting=waiting)
             # One step: the assistant's turn, its tool calls (confirmation requests or executions
             # with their audit rows), the tool messages, events and the run's state.
-            with Step.begin(held):
+            with Step.begin(held) as step:
                 assistant = turn.assistant_message()
-                held.append(assistant)
+                step.append(assistant)
                 if turn.complete and not is_eligible(internal, turn):
                     # User-controlled execution: hand the calls to the caller. Never those of a
                     # turn cut short (length, a filter): they are refused below, as in internal
                     # execution, and the model is asked again.
                     run.status, run.stop_reason = Run.Status.COMPLETED, "tool_calls"
-                    held.save("status", "stop_reason", "state", "iterations")
-                    held.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
+                    step.save_run("status", "stop_reason", "state", "iterations")
+                    step.emit(RunEvent.Type.DONE, {"status": run.status, "tool_calls": assistant["tool_calls"]})
                     return RunOutcome(run, tool_calls=assistant["tool_calls"])
-                if turn_refuse(held, ctx, turn, manager):
-                    held.save("state", "iterations")
+                if turn_refuse(step, ctx, turn, manager):
+                    step.save_run("state", "iterations")
                     if run.iterations < settings.AGENT_MAX_ITERATIONS:
-                        held.admit_next_call()
+                        step.admit_next_call()
                     continue
-                result = manager.execute_tool_calls(ctx, assistant, on_event=held.emit)
+                result = manager.execute_tool_calls(ctx, assistant, on_event=step.emit)
                 for message in result.tool_messages:
-                    held.append(message)
+                    step.append(message)
                 if result.must_wait:
                     run.state["pending"] = result.pending_calls
                     run.state["assistant_index"] = len(run.state["messages"]) - 1 - len(result.tool_messages)
                     run.status = Run.Status.AWAITING_CONFIRMATION
-                    held.save("status", "state", "iterations")
+                    step.save_run("status", "state", "iterations")
                     return RunOutcome(run, pending=result.pending)
-                held.save("state", "iterations")
+                step.save_run("state", "iterations")
                 if not result.return_direct and run.iterations < settings.AGENT_MAX_ITERATIONS:
-                    held.admit_next_call()
+                    step.admit_next_call()
             if result.return_direct:
                 answer = "\n".join(o.result.to_json() for o in result.outcomes)
                 return ending.finish(held, answer, stop_reason="return_direct")

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from agentplatform.llm.types import ModelTurn
-from agentplatform.runtime.step import HeldRun
+from agentplatform.runtime.step import Step
 from agentplatform.text import loads_json
 from audit import events as audit
 from tools.context import ToolContext
@@ -23,11 +23,11 @@ def _unparseable(arguments: Any) -> bool:
         return True
 
 
-def turn_refuse(held: HeldRun, ctx: ToolContext, turn: ModelTurn, manager: ToolCallingManager) -> bool:
+def turn_refuse(step: Step, ctx: ToolContext, turn: ModelTurn, manager: ToolCallingManager) -> bool:
     """Refuse `turn` when it was cut short (finish_reason length/content_filter), carries a call
     with unparseable arguments, or makes more than AGENT_MAX_TOOL_CALLS_PER_TURN calls: each call
     id gets a tool message (TURN_INCOMPLETE or TOO_MANY_TOOL_CALLS, retryable) and an audit row.
-    Returns True when refused, False when the turn may run."""
+    Written with `step`. Returns True when refused, False when the turn may run."""
     limit = settings.AGENT_MAX_TOOL_CALLS_PER_TURN
     too_many = turn.complete and len(turn.tool_calls) > limit
     bad = {c.id for c in turn.tool_calls if _unparseable(c.arguments)} if turn.complete and not too_many else set()
@@ -39,9 +39,9 @@ def turn_refuse(held: HeldRun, ctx: ToolContext, turn: ModelTurn, manager: ToolC
         why = f"your reply made {len(turn.tool_calls)} tool calls, more than the {limit} one turn may make"
     elif bad:
         # The broken calls go through the pipeline, which rejects them at step 2 (and audits them).
-        for message in manager.execute_tool_calls(ctx, turn.assistant_message(), on_event=held.emit,
+        for message in manager.execute_tool_calls(ctx, turn.assistant_message(), on_event=step.emit,
                                                   only=bad).tool_messages:
-            held.append(message)
+            step.append(message)
         why = "another call in the same turn had unparseable arguments"
     else:
         why = f"your reply was cut off (finish_reason={turn.finish_reason})"
@@ -53,5 +53,5 @@ def turn_refuse(held: HeldRun, ctx: ToolContext, turn: ModelTurn, manager: ToolC
         audit.record(tenant_id=ctx.tenant_id, actor_id=ctx.user_id, decision="INVALID", tool_name=call.name[:100],
                      status=result.code, request_id=ctx.request_id, conversation_id=ctx.conversation_id,
                      run_id=ctx.run_id, tool_call_id=call.id, message=result.message)
-        held.append({"role": "tool", "tool_call_id": call.id, "content": result.to_json()})
+        step.append({"role": "tool", "tool_call_id": call.id, "content": result.to_json()})
     return True

@@ -2,8 +2,9 @@
 
 `HeldRun` is a run this process holds (RUNNING with the lease it set): the row, its event
 recorder, the step under way and what the quota said of the run's next model call. Code that
-drives the run appends messages, run state and events to the held run; inside a step
-(`with Step.begin(held) as step:`) they are held and written together when the step ends.
+drives the run begins a step (`with Step.begin(held) as step:`) and appends to it the run's
+messages (`step.append`), its state (`step.save_run`) and its events (`step.emit`); they are
+written together, in one statement, when the step ends.
 
 One transaction per step: everything one step writes commits together, with one WAL flush: the
 assistant's turn with its confirmation requests, audit rows, events and the run's state; a
@@ -22,7 +23,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from agentplatform import clock
-from agentplatform.db import Together, insert_row, transaction_usable
+from agentplatform.db import Together, transaction_usable
 from agentplatform.errors import ModelQuotaExceeded
 from agentplatform.redaction import mask_text
 from agentplatform.runtime import quota
@@ -49,10 +50,6 @@ class HeldRun:
         self.admission = admission
         self.step: Step | None = None
 
-    def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:
-        """Record one event of the run (held until the step ends, inside a step). Returns it."""
-        return self.recorder.emit(type_, payload)
-
     def fence_lease(self) -> datetime.datetime | None:
         """The lease the run's row holds for this process now. A save of the current step is still
         held (written at the step's end) and has not changed the row yet: the lease checked is then
@@ -65,59 +62,20 @@ class HeldRun:
         return lock_held(self.run, self.fence_lease(), consequence)
 
     def save(self, *fields: str, park: bool = False) -> None:
-        """Write `fields` of the run and renew its lease (None once it stops running, or when
-        `park`). Fenced: the UPDATE matches only while the row is RUNNING with the lease this
-        process set, so a holder that lost its lease to recovery raises RunClaimLost instead of
-        overwriting the new holder's state. Inside a step the write is held until the step ends,
-        still fenced by the lease the row held (the first held save's), in the step's transaction."""
+        """Write `fields` of the run now, outside a step, and renew its lease (None once it stops
+        running, or when `park`). Fenced: the UPDATE matches only while the row is RUNNING with the
+        lease this process set, so a holder that lost its lease to recovery raises RunClaimLost
+        instead of overwriting the new holder's state. Inside a step it is the step's `save_run`."""
+        if self.step is not None:
+            self.step.save_run(*fields)
+            return
         run = self.run
         held = run.lease_expires_at
         lease = new_lease() if run.status == Run.Status.RUNNING and not park else None
         now = clock.now()
         values = {name: getattr(run, name) for name in fields if name not in ("lease_expires_at", "updated_at")}
-        step = self.step
-        if step is not None:
-            if not step.values:
-                step.fence = held
-            step.values.update({**values, "lease_expires_at": lease, "updated_at": now})
-            run.lease_expires_at, run.updated_at = lease, now
-            return
         run_save_fenced(run, {**values, "lease_expires_at": lease, "updated_at": now}, held=held)
         run.lease_expires_at, run.updated_at = lease, now
-
-    def append(self, message: dict[str, Any]) -> None:
-        """Append `message` (OpenAI wire format) to the run's memory; an assistant or tool message
-        is also stored as a Message of the run."""
-        if isinstance(message.get("content"), str):
-            # Kept in the run's memory (sent to the model again) and stored: masked. Tool-call
-            # arguments stay as proposed: the pipeline hashes them against the confirmation's binding.
-            message = {**message, "content": mask_text(message["content"])}
-        self.run.state.setdefault("messages", []).append(message)
-        if message["role"] in ("assistant", "tool"):
-            self.add_message(role=message["role"], content=message.get("content") or "",
-                             tool_calls=message.get("tool_calls"), tool_call_id=message.get("tool_call_id", ""),
-                             in_memory=settings.AGENT_MEMORY_FULL_TOOL_TRACE)
-
-    def add_message(self, *, role: str, content: str, in_memory: bool, tool_calls: Any = None,
-                    tool_call_id: str = "") -> None:
-        """Store one Message of the run (a single INSERT, or held with the step's writes)."""
-        content = mask_text(content)  # what the model wrote is shown to people and kept: masked
-        run = self.run
-        row = {"conversation_id": run.conversation_id, "run_id": run.pk, "role": role, "content": content,
-               "tool_calls": tool_calls, "tool_call_id": tool_call_id, "in_memory": in_memory}
-        if self.step is not None:
-            self.step.messages.append(row)
-            return
-        insert_row(Message, row)
-
-    def admit_next_call(self) -> None:
-        """Count the run's next model call against the tenant's daily budget inside the current
-        step's transaction (no statement and no commit of its own right before the call). A refusal
-        is kept and raised where the model call would be made (`take_admission`)."""
-        if self.step is not None:
-            self.step.admit = True  # counted with the step's other writes when it ends
-            return
-        self.admitted(lambda: quota.model_call_admit(tenant_id=self.run.tenant_id))
 
     def admitted(self, admit: Callable[[], int]) -> None:
         """Keep what `admit()` (the quota's count or check) said of the next model call."""
@@ -172,6 +130,57 @@ class Step:
         """A step of `held`, to use as a context manager (`with Step.begin(held) as step:`); inside
         another step of the same run it is that step."""
         return cls(held)
+
+    def emit(self, type_: str, payload: dict[str, Any] | None = None) -> RunEvent:
+        """Record one event of the run, written with the step's end and told after its commit."""
+        return self.held.recorder.emit(type_, payload)
+
+    def save_run(self, *fields: str) -> None:
+        """Write `fields` of the run with the step's end and renew its lease (None once it stops
+        running). Fenced by the lease the row held when the step first saved the run: the UPDATE
+        matches only while the row is RUNNING with it, so a holder that lost its lease to recovery
+        raises RunClaimLost (the step rolls back) instead of overwriting the new holder's state."""
+        run = self.held.run
+        if not self.values:
+            self.fence = run.lease_expires_at
+        lease = new_lease() if run.status == Run.Status.RUNNING else None
+        now = clock.now()
+        values = {name: getattr(run, name) for name in fields if name not in ("lease_expires_at", "updated_at")}
+        self.values.update({**values, "lease_expires_at": lease, "updated_at": now})
+        run.lease_expires_at, run.updated_at = lease, now
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Append `message` (OpenAI wire format) to the run's memory; an assistant or tool message
+        is also stored as a Message of the run."""
+        if isinstance(message.get("content"), str):
+            # Kept in the run's memory (sent to the model again) and stored: masked. Tool-call
+            # arguments stay as proposed: the pipeline hashes them against the confirmation's binding.
+            message = {**message, "content": mask_text(message["content"])}
+        self.held.run.state.setdefault("messages", []).append(message)
+        if message["role"] in ("assistant", "tool"):
+            self.add_message(role=message["role"], content=message.get("content") or "",
+                             tool_calls=message.get("tool_calls"), tool_call_id=message.get("tool_call_id", ""),
+                             in_memory=settings.AGENT_MEMORY_FULL_TOOL_TRACE)
+
+    def add_message(self, *, role: str, content: str, in_memory: bool, tool_calls: Any = None,
+                    tool_call_id: str = "") -> None:
+        """Store one Message of the run with the step's end (one row of its multi-row INSERT)."""
+        content = mask_text(content)  # what the model wrote is shown to people and kept: masked
+        run = self.held.run
+        self.messages.append({"conversation_id": run.conversation_id, "run_id": run.pk, "role": role,
+                              "content": content, "tool_calls": tool_calls, "tool_call_id": tool_call_id,
+                              "in_memory": in_memory})
+
+    def admit_next_call(self) -> None:
+        """Count the run's next model call against the tenant's daily budget with the step's
+        writes (no statement and no commit of its own right before the call). A refusal is kept on
+        the held run and raised where the model call would be made (`HeldRun.take_admission`)."""
+        self.admit = True
+
+    def lock(self, consequence: str) -> datetime.datetime | None:
+        """Lock the run's row in the step's transaction while this process holds it; see
+        leases.lock_held. Returns the lease."""
+        return self.held.lock(consequence)
 
     def __enter__(self) -> "Step":
         if self.held.step is not None:

@@ -56,8 +56,8 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     held = HeldRun(run, EventRecorder(run))
 
     # when: a step that saved the run (a new lease, held until the step ends) rolls back ...
-    with pytest.raises(FenceLost), Step.begin(held):
-        held.save("state")
+    with pytest.raises(FenceLost), Step.begin(held) as step:
+        step.save_run("state")
         assert run.lease_expires_at != lease
         raise FenceLost("the step is abandoned")
     # ... the run keeps the lease its row has, so the run can still be failed by its holder
