@@ -47,7 +47,7 @@ def run_start(
 ) -> RunOutcome:
     """Start a run for one user message and drive it until it answers, waits, or fails.
 
-    conversation must already belong to `user` (see services.conversation_get_or_create).
+    conversation must already belong to `user` (selectors.conversation_get, or services.conversation_new).
     internal_tool_execution: None = settings.AGENT_INTERNAL_TOOL_EXECUTION; False = hand the
     proposed calls to the caller (user-controlled execution). Raises ToolPermissionDenied when
     the model proposes a tool the user may not use (after marking the run FAILED).

@@ -1,5 +1,8 @@
-"""Writes of the agent runtime: conversations and chat turns (the entry points views, the CLI and
-the demo call)."""
+"""Writes of the agent runtime: conversations, chat turns and run cancellation (the entry points
+views, the CLI and the demo call).
+
+Each function opens its own transactions and must not be called inside one (a chat turn calls
+the model between them), except `runs_cancel_for_moved_user`, which runs inside the caller's."""
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,4 @@
-"""The loop's options (DESIGN sections 4.9, 5.2, 5.6, 5.7; seed 000 sections 3-5): the iteration
+"""The loop's options: the iteration
 bound, return_direct, the memory policy, user-controlled execution, a replaced eligibility
 predicate, and which tool exceptions reach the caller instead of the model."""
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_a_replaced_eligibility_predicate_is_honoured(requester, model, settings
     assert [r.decision for r in audit_rows()] == ["EXECUTED"]
 
 
-# -- exceptions: the model, or the caller (DESIGN step 9) ------------------------------------------
+# -- exceptions: the model, or the caller (an error propagated to the caller ends the run) --------
 
 @pytest.mark.parametrize(("mode", "code"), [("business", "LEDGER_CLOSED"), ("crash", "TOOL_EXECUTION_FAILED"),
                                             ("ledger", "TOOL_EXECUTION_FAILED")])
