@@ -24,7 +24,15 @@ from prometheus_client import Counter, Histogram
 
 DIMENSIONS = ("tool", "model", "tenant", "scenario", "prompt_version")
 RUN_DIMENSIONS = ("model", "tenant", "scenario", "prompt_version")
-PROMPT_VERSION = "-"  # replaced by agentplatform.runtime.loop at import (hash of SYSTEM_PROMPT)
+_prompt_version = "-"  # the runtime names its system prompt's version once it is ready
+
+
+def prompt_version_set(version: str) -> None:
+    """Name the version of the system prompt the runs of this process are driven by (the
+    `prompt_version` label). Called once by the runtime when the app registry is ready; audit is
+    below the runtime and never imports it."""
+    global _prompt_version
+    _prompt_version = version
 
 
 def _counter(name: str, help_text: str, labels=DIMENSIONS) -> Counter:
@@ -97,7 +105,7 @@ def bounded(kind: str, value: str) -> str:
 def _labels(*, tool_name: str, tenant_id: int | str | None) -> dict[str, str]:
     return {"tool": bounded("tool", tool_name), "model": settings.LLM_MODEL[:60],
             "tenant": bounded("tenant", str(tenant_id) if tenant_id is not None else "-"),
-            "scenario": "-", "prompt_version": PROMPT_VERSION}
+            "scenario": "-", "prompt_version": _prompt_version}
 
 
 def audit_decision(*, tool_name: str, decision: str, status: str, tenant_id: int | str | None = None) -> None:

@@ -129,12 +129,12 @@ def race_consume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter
 
 
 def race_resume(*, user, order_ids: list[str], consumers: int) -> tuple[Counter, float, object, list]:
-    from agentplatform.runtime import loop
+    from agentplatform.runtime import claims
 
     runs = waiting_runs(user=user, order_ids=order_ids, confirm=True)
 
     def attempt(item) -> str:
-        outcome = loop.run_resume(run_id=item[0])
+        outcome = claims.run_resume(run_id=item[0])
         return "skipped (claimed by another)" if outcome is None else f"resumed -> {outcome.run.status}"
 
     return (*race(runs, consumers, attempt), [conversation_id for _, conversation_id, _ in runs])

@@ -43,7 +43,7 @@ def main() -> int:
 
     import _common
     from agentplatform.llm import client as llm
-    from agentplatform.runtime.loop import SYSTEM_PROMPT
+    from agentplatform.runtime.prompt import SYSTEM_PROMPT
     from tools.registry import registry
 
     messages = [{"role": "system", "content": SYSTEM_PROMPT},

@@ -130,7 +130,7 @@ def consumes(*, user, clients: int, tokens: int) -> None:
 
 
 def resumes(*, user, clients: int, runs: int, processes: bool = False) -> None:
-    from agentplatform.runtime import loop, services
+    from agentplatform.runtime import claims, services
     from approvals import requester_actions
     from approvals.signals import confirmation_settled
 
@@ -154,7 +154,7 @@ def resumes(*, user, clients: int, runs: int, processes: bool = False) -> None:
     statuses: dict[str, int] = {}
 
     def handle(run_id) -> None:
-        outcome = loop.run_resume(run_id=run_id)
+        outcome = claims.run_resume(run_id=run_id)
         status = "skipped" if outcome is None else str(outcome.run.status)
         statuses[status] = statuses.get(status, 0) + 1
 
@@ -206,7 +206,7 @@ def drain_in_processes(run_ids: list, clients: int, statuses: dict[str, int]) ->
 def _resume_worker(pending, done, start) -> None:
     from django.db import connection
 
-    from agentplatform.runtime import loop
+    from agentplatform.runtime import claims
 
     results = []
     try:
@@ -217,7 +217,7 @@ def _resume_worker(pending, done, start) -> None:
             except queue.Empty:
                 break
             began = time.perf_counter()
-            outcome = loop.run_resume(run_id=run_id)
+            outcome = claims.run_resume(run_id=run_id)
             results.append(("skipped" if outcome is None else str(outcome.run.status), _common.elapsed_ms(began)))
         done.put(("ok", results))
     except BaseException as error:  # reported by the parent

@@ -1,4 +1,5 @@
-"""Tool execution eligibility (seed 000 section 4, ToolExecutionEligibilityPredicate).
+"""Tool execution eligibility: whether the loop executes a turn's tool calls itself or hands
+them to the caller (user-controlled execution; the ToolExecutionEligibilityPredicate of Spring AI).
 
 The loop asks `is_eligible(internal_enabled, turn)`; the predicate is a dotted path in
 settings.AGENT_TOOL_EXECUTION_ELIGIBILITY and can be replaced.

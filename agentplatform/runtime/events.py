@@ -1,4 +1,4 @@
-"""Persisting a run's ordered events (DESIGN section 5: MODEL_TEXT ... DONE)."""
+"""Persisting a run's ordered events (MODEL_TEXT, tool events, FINAL_TEXT or ERROR, then DONE)."""
 from __future__ import annotations
 
 import time
@@ -29,7 +29,7 @@ class EventRecorder:
     seq and the recorder continues after the highest stored seq (sequence numbers never collide).
     `listener(event)` is called after each event is stored (the CLI prints them).
 
-    Inside a step of the run (`held()`, one transaction per step: issue 11) events are buffered,
+    Inside a step of the run (`hold()`, one transaction per step: runtime.step) events are buffered,
     written together in one multi-row INSERT when the step ends, and shown to the listener only
     after that transaction committed: a client is never told about an event a rollback undid.
     """
@@ -111,7 +111,7 @@ class EventRecorder:
                 self._store(RunEvent.Type.MODEL_TEXT, {"text": text})
 
     def _store(self, type_: str, payload: dict[str, Any]) -> RunEvent:
-        payload = mask_json(payload)  # every run event leaves the platform (SSE, API): DESIGN section 8
+        payload = mask_json(payload)  # every run event leaves the platform (SSE, API): masked
         self.seq += 1
         event = RunEvent(run=self.run, seq=self.seq, type=type_, payload=payload, created_at=timezone.now())
         if self._held is not None:

@@ -25,7 +25,7 @@ class Conversation(models.Model):
 
 
 class Run(models.Model):
-    """One execution of the agent loop for one user message (DESIGN section 5).
+    """One execution of the agent loop for one user message (runtime.loop).
 
     `state` holds the working messages of this run (OpenAI wire format, after the memory prefix)
     and, while AWAITING_CONFIRMATION, `pending`: {tool_call_id: confirmation_id} plus the index of

@@ -1,4 +1,4 @@
-"""A per-tenant daily budget of model calls (issue 9, item 8): a user with no tools still costs
+"""A per-tenant daily budget of model calls: a user with no tools still costs
 the tenant a model call per message, so the calls themselves are counted and capped."""
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def model_call_admit(*, tenant_id: int) -> int:
     The limit is the tenant's TenantModelQuota, else TENANT_MODEL_CALLS_PER_DAY; 0 = no limit. One
     statement: an upsert (`INSERT ... ON CONFLICT DO UPDATE ... RETURNING`, so racing calls never
     lose a count) that also returns the tenant's override. The agent loop sends the same statement
-    with the writes of the step that precedes the model call (`admission_statement`, issue 11: no
-    statement and no commit of its own). Raises ModelQuotaExceeded (429, Retry-After until
+    with the writes of the step that precedes the model call (`admission_statement`: no statement
+    and no commit of its own right before the call). Raises ModelQuotaExceeded (429, Retry-After until
     00:00 UTC) past the limit; refused calls are counted too.
     """
     sql, params = admission_statement(tenant_id=tenant_id)

@@ -1,4 +1,4 @@
-"""Finding work that a crash, a lost message or an outage left behind (issue 4, "Recovery").
+"""Finding work that a crash, a lost message or an outage left behind.
 
 What can be left behind, and what happens to it:
 
@@ -6,11 +6,11 @@ What can be left behind, and what happens to it:
   whether its side effect happened, so it is marked OUTCOME_UNKNOWN, audited as RECOVERED and
   left for an administrator (admin: idempotency records, filter by status); never re-run
   automatically (`tools.recovery`);
-- a Run RUNNING past `lease_expires_at`: its holder died. `loop.run_recover` re-claims it with a
+- a Run RUNNING past `lease_expires_at`: its holder died. `claims.run_recover` re-claims it with a
   compare-and-set and continues from its recorded state (confirmation consume + idempotency make
   sure nothing runs twice), or fails it with RUN_LEASE_EXPIRED;
 - a Run parked after a model outage (RUNNING, no lease) for longer than a lease: its retry
-  message was lost; `loop.run_resume` continues it;
+  message was lost; `claims.run_resume` continues it;
 - a Run AWAITING_CONFIRMATION whose every request was decided more than RESUME_GRACE_SECONDS ago:
   the resume message enqueued on commit was lost (broker down at that moment); `run_resume`.
 

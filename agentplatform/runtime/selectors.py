@@ -59,11 +59,13 @@ def run_events(*, run: Run, after_seq: int = 0) -> QuerySet[RunEvent]:
 
 def memory_messages(*, conversation: Conversation, exclude_run: Run | None = None) -> list[dict]:
     """The conversation memory sent to the model: the last AGENT_MEMORY_WINDOW in-memory messages
-    (user messages and final answers by default; DESIGN section 5.6), oldest first."""
+    (user messages and final answers by default; AGENT_MEMORY_FULL_TOOL_TRACE adds tool
+    calls and results), oldest first."""
     where: dict[str, Any] = {"conversation_id": conversation.pk, "in_memory": True}
     if exclude_run is not None:
         where["run_id__ne"] = exclude_run.pk
-    # A prebuilt statement (agentplatform.db.select_rows): read before every model call (issue 11).
+    # A prebuilt statement (agentplatform.db.select_rows): read before every model call, where
+    # the ORM's compile would cost more than the query (docs/performance.md).
     window = select_rows(Message, where, order_by=("-id",), limit=settings.AGENT_MEMORY_WINDOW)
     window.reverse()
     return [m.wire() for m in _answered_exchanges(window)]
@@ -131,7 +133,7 @@ def run_decisions(*, run: Run) -> list[dict]:
             .select_related("decided_by").prefetch_related("approvals__approver").order_by("created_at"))
     decisions = []
     for request in rows:
-        # Free text written by people leaves the platform masked (DESIGN section 8).
+        # Free text written by people leaves the platform masked (agentplatform.redaction).
         decisions.append({
             "confirmation_id": request.pk, "tool_call_id": request.tool_call_id, "tool": request.tool_name,
             "summary": request.summary, "status": request.status, "outcome_code": request.outcome_code,

@@ -1,5 +1,8 @@
-"""Writes of the agent runtime: conversations and chat turns (the entry points views, the CLI and
-the demo call)."""
+"""Writes of the agent runtime: conversations, chat turns and run cancellation (the entry points
+views, the CLI and the demo call).
+
+Each function opens its own transactions and must not be called inside one (a chat turn calls
+the model between them), except `runs_cancel_for_moved_user`, which runs inside the caller's."""
 from __future__ import annotations
 
 import logging
@@ -10,11 +13,11 @@ from django.db import transaction
 from agentplatform import clock, correlation
 from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
 from agentplatform.redaction import mask_text, redact_tokens
-from agentplatform.runtime import loop
+from agentplatform.runtime import loop, resume
 from agentplatform.runtime.events import EventRecorder
-from agentplatform.runtime.receivers import resuming_inline
-from agentplatform.runtime.loop import RunOutcome
-from agentplatform.runtime.models import Conversation, Run, RunEvent
+from agentplatform.runtime.leases import RunClaimLost
+from agentplatform.runtime.outcome import Listener, RunOutcome
+from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
 from agentplatform.runtime.selectors import conversation_get, conversation_uuid
 from agentplatform.text import storable_text
@@ -38,7 +41,7 @@ def conversation_new(*, user, title: str = "", max_chars: int = 200) -> Conversa
     if user.tenant_id is None:
         raise PermissionDenied("a user without a tenant cannot chat")
     # User text is stored masked: a token or card number pasted as the first message must not
-    # become the title (issue 9, item 10).
+    # become the title.
     return Conversation(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:min(max_chars, 200)])
 
 
@@ -62,8 +65,6 @@ def _masked_message(message: str, conversation: Conversation) -> str:
     messages ("my card 4111…" then "exp 12/29") is masked as it would be in one."""
     context = ""
     if not conversation._state.adding:
-        from agentplatform.runtime.models import Message
-
         previous = (Message.objects.filter(conversation=conversation, role="user").order_by("-created_at")
                     .values_list("content", flat=True).first())
         context = (previous or "")[-_MASK_CONTEXT_CHARS:] + "\n" if previous else ""
@@ -77,10 +78,10 @@ def chat_send(
     conversation_id: uuid.UUID | str | None = None,
     confirmation_token: str | None = None,
     request_id: str = "",
-    listener: loop.Listener | None = None,
+    listener: Listener | None = None,
 ) -> RunOutcome:
     """One chat request: start a run for `message`, or, with `confirmation_token`, confirm that
-    pending call of this conversation and resume its run (seed 002 section 25 mapped onto resume).
+    pending call of this conversation and resume its run.
 
     Returns the RunOutcome (run, pending confirmations with the requester's tokens shown once).
     Raises InvalidInput (blank or oversized message), NotFound (other user's or tenant's
@@ -101,28 +102,28 @@ def chat_send(
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     if not isinstance(message, str) or not message.strip():
         raise InvalidInput("message must be a non-blank string")
-    message = storable_text(message)  # NUL / lone surrogates: PostgreSQL cannot store them (issue 10)
+    message = storable_text(message)  # NUL / lone surrogates: PostgreSQL cannot store them
     if len(message) > MAX_MESSAGE_CHARS:
         raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     try:
         return loop.run_start(user=user, message=_masked_message(message, conversation), conversation=conversation,
                               request_id=request_id, listener=listener)
-    except loop.RunClaimLost as lost:
+    except RunClaimLost as lost:
         return _as_it_stands(user=user, run_id=lost.run_id)
 
 
 def _confirm_and_resume(*, user, conversation_id: uuid.UUID, token: str, listener) -> RunOutcome:
     # The token is looked up once, locked, inside the decision's transaction, and must belong to
     # this conversation. The decision commits; this request then resumes the run itself (with
-    # eager tasks the on-commit task stands aside: receivers.resuming_inline).
+    # eager tasks the on-commit task stands aside: resume.resuming_inline).
     try:
-        with resuming_inline():
+        with resume.resuming_inline():
             request = requester_actions.confirmation_confirm(token=token, user=user, conversation_id=conversation_id)
     except ConfirmationNotFound:
         raise ConfirmationNotFound("no confirmation with this token in this conversation") from None
     try:
         outcome = run_continue(run_id=request.run_id, listener=listener)
-    except loop.RunClaimLost:
+    except RunClaimLost:
         outcome = None
     except Exception:  # noqa: BLE001 - the decision committed: answer with the run as it stands
         # The loop already ended the run with the error's code (or left it to recovery); the
@@ -152,9 +153,9 @@ def outcome_with_fresh_tokens(*, user, run: Run, reissue: bool = True) -> RunOut
     return RunOutcome(run, pending=pending)
 
 
-def run_continue(*, run_id, listener: loop.Listener | None = None) -> RunOutcome | None:
-    """Resume `run_id` if it can be resumed now (idempotent; see loop.run_resume)."""
-    return loop.run_resume(run_id=run_id, listener=listener)
+def run_continue(*, run_id, listener: Listener | None = None) -> RunOutcome | None:
+    """Resume `run_id` if it can be resumed now (idempotent; see claims.run_resume)."""
+    return resume.resume_now(run_id=run_id, listener=listener)
 
 
 def _as_it_stands(*, user, run_id) -> RunOutcome:
@@ -249,12 +250,10 @@ def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = 
     """Start a run for `message` without waiting for it (POST /chat/ with `Prefer: respond-async`).
 
     The run is stored RUNNING and parked (no lease); a worker, or a background thread when tasks
-    are eager, claims and drives it (runtime/background.py). Returns the run. Raises InvalidInput
+    are eager, claims and drives it (runtime/resume.py). Returns the run. Raises InvalidInput
     (blank or oversized message), NotFound (another user's conversation), PermissionDenied (no
     tenant). A tool the user may not use fails the run (PERMISSION_DENIED) instead of raising.
     """
-    from agentplatform.runtime.background import run_drive_later
-
     if not isinstance(message, str) or not message.strip():
         raise InvalidInput("message must be a non-blank string")
     if len(message) > MAX_MESSAGE_CHARS:
@@ -267,6 +266,6 @@ def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = 
         # Masked as chat_send masks it: the message is stored, shown and sent to the model.
         run = loop.run_create(user=user, message=_masked_message(message, conversation), conversation=conversation,
                               request_id=request_id)
-        run_drive_later(run_id=run.pk)
+        resume.drive_later(run_id=run.pk)
     correlation.set_run_id(run.pk)
     return run

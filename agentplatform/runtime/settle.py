@@ -1,4 +1,4 @@
-"""Expiry and recovery that settle without a beat scheduler (docs/decisions.md, item 9).
+"""Expiry and recovery that settle without a beat scheduler (docs/decisions.md, "Settling without beat").
 
 With a broker and `celery beat`, the periodic tasks expire requests and recover runs. The embedded
 default (`make demo` / `make serve`: no broker, eager tasks) has no beat, so two things do it
@@ -24,6 +24,8 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
+from agentplatform.runtime import resume
+from agentplatform.runtime.recovery import stuck_work_recover
 from approvals import expiry
 
 logger = logging.getLogger(__name__)
@@ -60,13 +62,9 @@ class SettleOnReadMiddleware:
 def sweep_once() -> dict[str, int]:
     """One sweep: expire due requests (their runs resume on commit) and push stuck runs.
     Returns {"expired": n, "runs": n}."""
-    from agentplatform.runtime.recovery import stuck_work_recover
-    from agentplatform.runtime.tasks import resume_run
-
     expired = expiry.confirmations_expire_due()
     found = stuck_work_recover()
-    for run_id in found.run_ids:
-        resume_run.delay(str(run_id))
+    resume.push(found.run_ids)
     return {"expired": expired, "runs": len(found.run_ids)}
 
 

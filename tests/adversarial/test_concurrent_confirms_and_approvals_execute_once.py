@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import claims, services
 from agentplatform.runtime.models import Run
 from approvals import approver_actions
 from approvals.models import ConfirmationRequest
@@ -36,7 +36,7 @@ def test_double_click_and_sweep(transactional_db, requester, model):
         if i < 2:
             return services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
                                       confirmation_token=p.token).run.status
-        return loop.run_resume(run_id=first.run.pk)
+        return claims.run_resume(run_id=first.run.pk)
 
     results = race(3, lambda i: i, act)
     print("results", [type(r).__name__ if isinstance(r, BaseException) else r for r in results])

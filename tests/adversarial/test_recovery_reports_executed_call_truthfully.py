@@ -8,7 +8,8 @@ import json
 import pytest
 
 from agentplatform import clock
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import claims, services
+from agentplatform.runtime.step import Step
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tests.tools.support import ORDER
@@ -33,18 +34,19 @@ def _answers(run_id):
 def test_recovered_run_reports_an_executed_call_as_refused(transactional_db, requester, monkeypatch, change):
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     [p] = first.pending
-    real_save = loop._save
+    real_save = Step.save_run
 
-    def die_after_commit(run, *fields, **kw):
+    def die_after_commit(step, *fields, **kw):
+        run = step.held.run
         if run.state.get("pending") == {} and "status" in fields and run.status == Run.Status.RUNNING:
             raise Killed()  # the worker is killed right after the cancel committed
-        return real_save(run, *fields, **kw)
+        return real_save(step, *fields, **kw)
 
-    monkeypatch.setattr(loop, "_save", die_after_commit)
+    monkeypatch.setattr(Step, "save_run", die_after_commit)
     with pytest.raises(Killed):
         services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
                            confirmation_token=p.token)
-    monkeypatch.setattr(loop, "_save", real_save)
+    monkeypatch.setattr(Step, "save_run", real_save)
     assert Cancellation.objects.count() == 1
     req = ConfirmationRequest.objects.get(pk=p.confirmation_id)
     print("request after crash", req.status, req.outcome_code)
@@ -56,7 +58,7 @@ def test_recovered_run_reports_an_executed_call_as_refused(transactional_db, req
     else:
         Tool.objects.filter(name="cancel_order").update(policy_override="DENY")
     Run.objects.filter(pk=first.run.pk).update(lease_expires_at=clock.now() - datetime.timedelta(seconds=1))
-    loop.run_recover(run_id=first.run.pk)
+    claims.run_recover(run_id=first.run.pk)
     ans = _answers(first.run.pk)
     req.refresh_from_db()
     print(change, "request", req.status, req.outcome_code, "model told", {k: [(a["code"], a["message"][:80]) for a in v] for k, v in ans.items()})

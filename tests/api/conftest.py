@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from agentplatform.api.services import api_token_issue
 from agentplatform.runtime import services
-from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.outcome import RunOutcome
 
 CANCEL_ORDER = "A202607290001"  # acme, PAID
 SHIPPED_ORDER = "A202607290002"  # acme, SHIPPED

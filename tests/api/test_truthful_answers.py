@@ -12,7 +12,8 @@ from django.db import OperationalError
 from rest_framework.test import APIClient
 
 from agentplatform import clock
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import ending, leases, resume, services
+from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run, RunEvent
 from approvals import requester_actions
@@ -46,12 +47,12 @@ def test_a_run_failed_by_a_model_outage_does_not_keep_the_idempotency_key(reques
 
 
 def test_a_database_failure_after_work_committed_names_the_run_and_frees_the_key(requester, monkeypatch):
-    real_finish = loop._finish
+    real_finish = ending.finish
 
     def connection_dropped(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(loop, "_finish", connection_dropped)
+    monkeypatch.setattr(ending, "finish", connection_dropped)
     headers = {"HTTP_IDEMPOTENCY_KEY": "db-drop-1"}
     response = _api(requester).post("/api/v1/chat/", {"message": "list my orders"}, format="json", **headers)
 
@@ -60,7 +61,7 @@ def test_a_database_failure_after_work_committed_names_the_run_and_frees_the_key
     run = Run.objects.get(pk=body["run_id"])  # the client can read the real state of its run
     assert run.user_id == requester.pk and "stays done" in body["message"]
     # the key was released: the retry runs instead of answering 409 IN_PROGRESS
-    monkeypatch.setattr(loop, "_finish", real_finish)
+    monkeypatch.setattr(ending, "finish", real_finish)
     again = _api(requester).post("/api/v1/chat/", {"message": "list my orders"}, format="json", **headers)
     assert again.status_code == 200 and again.json()["status"] == "COMPLETED"
 
@@ -86,14 +87,13 @@ def test_a_committed_decision_is_answered_as_committed_when_the_broker_is_down(t
                                                                              monkeypatch):
     from kombu.exceptions import OperationalError as BrokerDown
 
-    from agentplatform.runtime.tasks import resume_run
 
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
 
     def broker_down(*args, **kwargs):
         raise BrokerDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    monkeypatch.setattr(resume_run, "delay", broker_down)
+    monkeypatch.setattr(resume.resume_run, "delay", broker_down)
     response = _api(requester).post("/api/v1/confirmations/confirm/", {"token": first.pending[0].token},
                                     format="json")
 
@@ -110,12 +110,12 @@ def test_a_holder_whose_run_was_taken_over_executes_nothing(requester):
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     requester_actions.confirmation_confirm(token=first.pending[0].token, user=requester)
     # holder A claims the run (as a resume does) ...
-    Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
+    Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=leases.new_lease())
     stale = Run.objects.get(pk=first.run.pk)
     # ... and loses it: its lease ran out and recovery claimed the run with a lease of its own
     Run.objects.filter(pk=stale.pk).update(lease_expires_at=clock.now() + datetime.timedelta(seconds=999))
     pending = stale.state["pending"]
-    ctx = loop.build_tool_context(stale, confirmations={k: uuid.UUID(v) for k, v in pending.items()})
+    ctx = build_tool_context(stale, confirmations={k: uuid.UUID(v) for k, v in pending.items()})
 
     with pytest.raises(FenceLost):
         ToolCallingManager().execute_tool_calls(ctx, stale.state["messages"][stale.state["assistant_index"]],
@@ -145,7 +145,7 @@ def test_the_web_sweep_recovers_a_run_whose_holder_died_without_beat(requester, 
     with django_capture_on_commit_callbacks(execute=False):  # the resume message is lost with the worker
         requester_actions.confirmation_confirm(token=first.pending[0].token, user=requester)
     # the worker claimed the run and was killed (SIGKILL) before doing anything
-    Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
+    Run.objects.filter(pk=first.run.pk).update(status=Run.Status.RUNNING, lease_expires_at=leases.new_lease())
     assert sweep_once()["runs"] == 0  # its lease still runs: nobody else touches it
 
     later = Run.objects.get(pk=first.run.pk).lease_expires_at + datetime.timedelta(seconds=1)

@@ -21,7 +21,8 @@ from approvals import consumption, expiry, requester_actions
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, assistant, audit_rows, tool_context
 from tools.catalog.models import Cancellation, Order
-from tools.manager import CallOutcome, ToolCallingManager
+from tools.calls import CallOutcome
+from tools.manager import ToolCallingManager
 from tools.models import IdempotencyRecord, Tool
 
 Status = ConfirmationRequest.Status

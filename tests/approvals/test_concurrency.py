@@ -11,7 +11,7 @@ import pytest
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.services import conversation_create
-from agentplatform.runtime.tasks import resume_run
+from agentplatform.runtime.resume import resume_run
 from agentplatform.tenancy.models import User
 from approvals import approver_actions, requester_actions
 from approvals.errors import ConfirmationAlreadyDecided

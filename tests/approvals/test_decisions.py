@@ -370,15 +370,16 @@ def test_the_requester_cancels_a_waiting_run_through_the_api(requester, outsider
 
 
 def test_a_cancelled_running_run_cannot_execute_through_its_stale_holder(requester):
-    from agentplatform.runtime import loop
+    from agentplatform.runtime import leases
+    from agentplatform.runtime.context import build_tool_context
     from tools.context import FenceLost
 
     first = services.chat_send(user=requester, message=f"cancel {ORDER} because the customer changed their mind")
     run = Run.objects.get(pk=first.run.pk)
     # a holder claims the run, then the run is cancelled under it
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_expires_at=loop._lease())
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_expires_at=leases.new_lease())
     run.refresh_from_db()
-    ctx = loop.build_tool_context(run)
+    ctx = build_tool_context(run)
     services.run_cancel(run_id=run.pk, actor=requester)
 
     with pytest.raises(FenceLost):

@@ -14,7 +14,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from agentplatform import clock
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import claims, services
+from agentplatform.runtime.outcome import RunParked
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.tasks import recover_stuck_runs
@@ -144,10 +145,10 @@ def test_a_run_that_keeps_killing_its_worker_ends_failed_with_run_lease_expired(
                                                                                 dying_cancellation, settings):
     settings.AGENT_RUN_LEASE_SECONDS = 10  # every recovery well within the confirmation's lifetime
     run, request = crashed_resume(requester)
-    for _ in range(loop.MAX_RUN_RECOVERIES):
+    for _ in range(claims.MAX_RUN_RECOVERIES):
         frozen_clock.advance(11)
         with pytest.raises(WorkerDied):
-            loop.run_recover(run_id=run.pk)
+            claims.run_recover(run_id=run.pk)
 
     frozen_clock.advance(11)
     assert recover_stuck_runs.delay().get()["runs"] == 1
@@ -155,7 +156,7 @@ def test_a_run_that_keeps_killing_its_worker_ends_failed_with_run_lease_expired(
     run.refresh_from_db()
     assert (run.status, run.error_code) == (Run.Status.FAILED, "RUN_LEASE_EXPIRED")
     assert run.events.filter(type=RunEvent.Type.ERROR, payload__code="RUN_LEASE_EXPIRED").count() == 1
-    assert recovered_audit(run) == ["RESUMED"] * loop.MAX_RUN_RECOVERIES + ["RUN_LEASE_EXPIRED"]
+    assert recovered_audit(run) == ["RESUMED"] * claims.MAX_RUN_RECOVERIES + ["RUN_LEASE_EXPIRED"]
     assert Cancellation.objects.count() == 0
     # no request is left CONFIRMED on a finished run: it ends with the run, with the reason
     stored = ConfirmationRequest.objects.get(pk=request.pk)
@@ -245,14 +246,14 @@ def test_a_model_outage_parks_the_run_and_a_later_attempt_continues_without_repe
     run = confirmed_run(requester)
     model_outage(True)
 
-    with pytest.raises(loop.RunParked):
-        loop.run_resume(run_id=run.pk, park_on_model_error=True)
+    with pytest.raises(RunParked):
+        claims.run_resume(run_id=run.pk, park_on_model_error=True)
 
     run.refresh_from_db()
     assert (run.status, run.lease_expires_at) == (Run.Status.RUNNING, None)  # parked
     assert Cancellation.objects.count() == 1  # the approved call ran before the model was needed
     model_outage(False)  # the endpoint is back
-    outcome = loop.run_resume(run_id=run.pk, park_on_model_error=True)
+    outcome = claims.run_resume(run_id=run.pk, park_on_model_error=True)
     assert outcome is not None and outcome.run.status == Run.Status.COMPLETED
     assert Cancellation.objects.count() == 1
     assert AuditEvent.objects.filter(run_id=run.pk, decision="EXECUTED").count() == 1
@@ -261,10 +262,10 @@ def test_a_model_outage_parks_the_run_and_a_later_attempt_continues_without_repe
 def test_the_last_attempt_during_a_model_outage_fails_the_run_with_model_unavailable(requester, model_outage):
     run = confirmed_run(requester)
     model_outage(True)
-    with pytest.raises(loop.RunParked):
-        loop.run_resume(run_id=run.pk, park_on_model_error=True)
+    with pytest.raises(RunParked):
+        claims.run_resume(run_id=run.pk, park_on_model_error=True)
 
-    outcome = loop.run_resume(run_id=run.pk, park_on_model_error=False)  # the task's last retry
+    outcome = claims.run_resume(run_id=run.pk, park_on_model_error=False)  # the task's last retry
 
     assert outcome is not None
     assert (outcome.run.status, outcome.run.error_code) == (Run.Status.FAILED, "MODEL_UNAVAILABLE")

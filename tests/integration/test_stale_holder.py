@@ -2,7 +2,7 @@
 made it (docs/operations.md, "Runs, leases and recovery").
 
 Real processes on PostgreSQL: the first holder is a `celery worker` (its runs have a lease of 3 s);
-the recoverer is this test process (`loop.run_recover`, what the sweep's `resume_run` calls), so
+the recoverer is this test process (`claims.run_recover`, what the sweep's `resume_run` calls), so
 the two holders are two processes with their own pids. The first holder is paused for real: SIGSTOP
 of its whole process group, or a model stream (tests/llm/fake_openai_server.py) held past its
 lease; the test waits on database state and files, not on sleeps.
@@ -24,7 +24,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from agentplatform import clock
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import claims, services
+from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run
 from approvals import requester_actions
 from audit.models import AuditEvent
@@ -62,11 +63,11 @@ def lease_of(run_id) -> datetime.datetime:
     return Run.objects.values_list("lease_expires_at", flat=True).get(pk=run_id)
 
 
-def recover_once_expired(run_id, lease: datetime.datetime) -> loop.RunOutcome:
+def recover_once_expired(run_id, lease: datetime.datetime) -> RunOutcome:
     """Wait until `lease` has expired, then take the run over in this process, as the recovery
     sweep's resume_run would."""
     wait_for(lambda: clock.now() > lease, timeout=LEASE_SECONDS + 30, message="the first holder's lease to expire")
-    outcome = loop.run_recover(run_id=run_id)
+    outcome = claims.run_recover(run_id=run_id)
     assert outcome is not None, "recovery did not take the run over"
     return outcome
 
@@ -98,7 +99,7 @@ def assert_every_change_recorded(run: Run, *, stale_holder: str, lost_at: dateti
 
 
 def wait_superseded(worker: Worker) -> None:
-    """The first holder's task ends telling it lost the run (tasks.resume_run: "superseded")."""
+    """The first holder's task ends telling it lost the run (resume.resume_run: "superseded")."""
     wait_for(lambda: worker.count("was taken over by recovery") >= 1, timeout=90,
              message="the stale holder to stop", details=worker.tail)
     wait_for(lambda: worker.count("'superseded'") >= 1, message="the stale holder's task to end",
@@ -173,7 +174,7 @@ def test_a_holder_stopped_inside_its_execution_keeps_the_run_and_recovery_waits_
         from django.db import connection
 
         try:
-            recovered.append(loop.run_recover(run_id=outcome.run.pk))
+            recovered.append(claims.run_recover(run_id=outcome.run.pk))
         finally:
             connection.close()
 

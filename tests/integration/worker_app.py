@@ -54,12 +54,12 @@ def _install_slow_cancellation(**_: object) -> None:
 
 @worker_process_init.connect
 def _install_pause_before_answering(**_: object) -> None:
-    """In each pool process: wrap loop._answer_pending with the pause point (module docstring)."""
+    """In each pool process: wrap decided.answer_pending with the pause point (module docstring)."""
     if not PAUSE_DIR:
         return
-    from agentplatform.runtime import loop
+    from agentplatform.runtime import decided
 
-    real = loop._answer_pending
+    real = decided.answer_pending
 
     def answer_pending(*args, **kwargs):
         Path(PAUSE_DIR, f"paused-{os.getpid()}").touch()
@@ -68,4 +68,4 @@ def _install_pause_before_answering(**_: object) -> None:
             time.sleep(0.05)
         return real(*args, **kwargs)
 
-    loop._answer_pending = answer_pending
+    decided.answer_pending = answer_pending

@@ -615,7 +615,8 @@ def test_1_calls_streamed_without_index_are_kept_apart(requester, provider, sett
                                                                              headers={"retry-after-ms": "5"}), True)],
                          ids=["401-fails-at-once", "503-parks"])
 def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provider, settings, shape, parks):
-    from agentplatform.runtime import loop
+    from agentplatform.runtime import claims
+    from agentplatform.runtime.outcome import RunParked
     from approvals import requester_actions
     from tests.tools.support import resume_not_enqueued
 
@@ -628,10 +629,10 @@ def test_7_a_resume_task_parks_only_on_retryable_model_failures(requester, provi
     provider.enqueue(shape(), shape(), shape())
 
     if parks:
-        with pytest.raises(loop.RunParked):
-            loop.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
+        with pytest.raises(RunParked):
+            claims.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
     else:
-        loop.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
+        claims.run_resume(run_id=waiting["run_id"], park_on_model_error=True)
 
     run = Run.objects.get(pk=waiting["run_id"])
     # the confirmed call ran once before the model was called, whatever the model did next

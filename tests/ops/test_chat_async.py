@@ -1,4 +1,4 @@
-"""Issue 12 item 3: POST /api/v1/chat/ with `Prefer: respond-async` answers 202 at once; the run
+"""POST /api/v1/chat/ with `Prefer: respond-async` answers 202 at once; the run
 goes on in the background (a thread when eager, a worker with a broker)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from agentplatform.runtime import background
+from agentplatform.runtime import resume
 from agentplatform.runtime.models import Run, RunEvent
 from tests.api.conftest import CANCEL_ORDER
 
@@ -23,7 +23,7 @@ def test_respond_async_answers_202_and_the_run_finishes_in_the_background(api, r
             gate.wait(10)
             super().run()
 
-    monkeypatch.setattr(background.threading, "Thread", GatedThread)
+    monkeypatch.setattr(resume.threading, "Thread", GatedThread)
     # when
     response = api(requester).post("/api/v1/chat/", {"message": "How many SKU-10001 are in stock in WH-HZ-01?"},
                                    format="json", HTTP_PREFER="respond-async")
@@ -37,7 +37,7 @@ def test_respond_async_answers_202_and_the_run_finishes_in_the_background(api, r
     assert not RunEvent.objects.filter(run_id=body["run_id"]).exists()
     # and the run completes in the background
     gate.set()
-    background.join_background_runs()
+    resume.join_background_runs()
     run = Run.objects.get(pk=body["run_id"])
     assert run.status == Run.Status.COMPLETED and "120" in run.final_answer
     assert list(RunEvent.objects.filter(run=run).values_list("type", flat=True))[-1] == "DONE"
@@ -55,7 +55,7 @@ def test_a_confirmation_waits_and_its_token_is_fetched_separately(api, requester
     response = client.post("/api/v1/chat/", {"message": f"Please cancel order {CANCEL_ORDER} because it is late"},
                            format="json", HTTP_PREFER="respond-async, wait=5")
     assert response.status_code == 202
-    background.join_background_runs()
+    resume.join_background_runs()
     run = client.get(response.json()["run_url"]).json()
     assert run["status"] == "AWAITING_CONFIRMATION" and run["pending"][0]["tool"] == "cancel_order"
     token = client.post(f"/api/v1/confirmations/{run['pending'][0]['confirmation_id']}/token/", {}, format="json")
@@ -69,11 +69,9 @@ def test_invalid_input_is_refused_before_anything_starts(api, requester):
 
 
 def test_with_a_broker_the_run_is_enqueued_on_commit(api, requester, settings, monkeypatch):
-    from agentplatform.runtime import tasks
-
     settings.CELERY_TASK_ALWAYS_EAGER = False
     sent = []
-    monkeypatch.setattr(tasks.resume_run, "delay_on_commit", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(resume.resume_run, "delay_on_commit", lambda run_id: sent.append(run_id))
     response = api(requester).post("/api/v1/chat/", {"message": "hello"}, format="json", HTTP_PREFER="respond-async")
     assert response.status_code == 202
     assert sent == [response.json()["run_id"]]

@@ -1,4 +1,4 @@
-"""Bad model output through the real loop (DESIGN section 4 steps 1-3): each bad call is answered to
+"""Bad model output through the real loop (the pipeline's first checks: name, arguments): each bad call is answered to
 the model as a failure ToolResult (INVALID_ARGUMENTS / TOOL_NOT_FOUND), audited, never executed,
 never coerced to `{}`, and the run carries on to the model's final answer.
 

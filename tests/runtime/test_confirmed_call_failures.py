@@ -163,7 +163,7 @@ DB_ERROR = ToolSpec(name="test_db_error_write", description="Writes, then hits a
 
 
 def test_a_database_error_the_savepoint_contained_spends_the_confirmation_as_failed(requester, model, install_tool):
-    # given: a confirmed call whose tool raises a DatabaseError (it reaches the caller: DESIGN step 9)
+    # given: a confirmed call whose tool raises a DatabaseError (it reaches the caller)
     install_tool(DB_ERROR, users=[requester])
     first, pending, confirm = _confirm_and_resume(requester, model, "db", spec=DB_ERROR, call_id="call_db")
 

@@ -1,4 +1,4 @@
-"""Issue 13 items 8 and 12: `manage.py demo` leaves fresh orders to try, keeps what administrators
+"""`manage.py demo` leaves fresh orders to try, keeps what administrators
 changed on a second run (and says so), resets it only with `--reset` (and says so), and cuts its
 event lines at word boundaries."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A run's writes are fenced by its lease: once recovery took the run over, the old holder's save
-raises RunClaimLost instead of overwriting the new holder's state (agentplatform.runtime.loop._save)."""
+raises RunClaimLost instead of overwriting the new holder's state (agentplatform.runtime.step.HeldRun.save)."""
 from __future__ import annotations
 
 import datetime
@@ -8,7 +8,9 @@ import pytest
 from django.conf import settings
 
 from agentplatform import clock
-from agentplatform.runtime import loop, services
+from agentplatform.runtime import claims, ending, leases, services
+from agentplatform.runtime.events import EventRecorder
+from agentplatform.runtime.step import HeldRun, Step
 from agentplatform.runtime.models import Run
 from approvals import requester_actions
 from tests.tools.support import ORDER, resume_not_enqueued
@@ -21,19 +23,20 @@ def test_the_old_holder_cannot_save_after_a_takeover(requester):
     [pending] = outcome.pending
     with resume_not_enqueued():
         requester_actions.confirmation_confirm(token=pending.token, user=requester)
-    claimed = loop._claim(outcome.run.pk)
+    claimed = claims.claim_decided(outcome.run.pk)
     assert claimed is not None
     run = claimed.run
+    held = HeldRun(run, EventRecorder(run, last_seq=claimed.last_seq))
     run.state["note"] = "mine"
-    loop._save(run, "state")  # the holder saves and renews its lease
+    held.save("state")  # the holder saves and renews its lease
 
     # when: another worker recovers the run (a new lease), then the old holder saves again
     Run.objects.filter(pk=run.pk).update(lease_expires_at=clock.now() + datetime.timedelta(seconds=999))
     run.state["note"] = "stale"
 
     # then: refused, and the stored state is the one before the takeover
-    with pytest.raises(loop.RunClaimLost):
-        loop._save(run, "state")
+    with pytest.raises(leases.RunClaimLost):
+        held.save("state")
     assert Run.objects.get(pk=run.pk).state["note"] == "mine"
 
 
@@ -41,7 +44,6 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from agentplatform.runtime.events import EventRecorder
     from approvals.models import ConfirmationRequest
 
     # given: a waiting run, claimed by this process, whose request is still open
@@ -51,18 +53,18 @@ def test_failing_a_run_locks_its_row_before_its_requests_and_a_step_that_rolled_
     lease = clock.now() + datetime.timedelta(seconds=60)
     Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_expires_at=lease)
     run.status, run.lease_expires_at = Run.Status.RUNNING, lease
-    recorder = EventRecorder(run)
+    held = HeldRun(run, EventRecorder(run))
 
     # when: a step that saved the run (a new lease, held until the step ends) rolls back ...
-    with pytest.raises(FenceLost), loop._Step(recorder):
-        loop._save(run, "state")
+    with pytest.raises(FenceLost), Step.begin(held) as step:
+        step.save_run("state")
         assert run.lease_expires_at != lease
         raise FenceLost("the step is abandoned")
     # ... the run keeps the lease its row has, so the run can still be failed by its holder
     assert run.lease_expires_at == Run.objects.get(pk=run.pk).lease_expires_at
 
     with CaptureQueriesContext(connection) as captured:
-        loop._fail(run, recorder, "SYSTEM_ERROR", "stopped")
+        ending.fail(held, "SYSTEM_ERROR", "stopped")
 
     # then: the run's row is locked before any request is (the order run_cancel and a consumption
     # use: no deadlock between them), and the run is FAILED with its request cancelled
@@ -91,28 +93,28 @@ def test_a_consumption_whose_writes_fail_ends_the_run_once_and_is_not_retried(re
     with resume_not_enqueued():
         requester_actions.confirmation_confirm(token=pending.token, user=requester)
     bodies = []
-    real_cancel, real_write = catalog.order_cancel, loop._Step._write
+    real_cancel, real_write = catalog.order_cancel, Step._write
 
     def counted(**kwargs):
         bodies.append(kwargs["order_id"])  # stands for an effect outside the database
         return real_cancel(**kwargs)
 
-    def failing(step, run, deferred):
-        if any(m.get("role") == "tool" for m in deferred.messages):
+    def failing(step):
+        if any(m.get("role") == "tool" for m in step.messages):
             with connection.cursor() as cursor:
                 cursor.execute("SELECT * FROM a_table_that_does_not_exist")
-        return real_write(step, run, deferred)
+        return real_write(step)
 
     monkeypatch.setattr(catalog, "order_cancel", counted)
-    monkeypatch.setattr(loop._Step, "_write", failing)
+    monkeypatch.setattr(Step, "_write", failing)
 
     # when: resumed, then resumed again as a retry or the recovery sweep would, an hour later
     with pytest.raises(Exception):
-        loop.run_resume(run_id=outcome.run.pk)
+        claims.run_resume(run_id=outcome.run.pk)
     an_hour_ago = clock.now() - dt.timedelta(hours=1)
     Run.objects.filter(pk=outcome.run.pk).update(updated_at=an_hour_ago)
     ConfirmationRequest.objects.filter(pk=pending.confirmation_id).update(decided_at=an_hour_ago)
-    again = loop.run_resume(run_id=outcome.run.pk)
+    again = claims.run_resume(run_id=outcome.run.pk)
 
     # then: the run ended FAILED on the first attempt with its request cancelled, the tool's body
     # ran once, and nothing pushes the run again (a poison step is not retried forever)
@@ -147,7 +149,7 @@ def test_a_commit_hook_that_raises_after_the_step_committed_is_not_taken_for_a_f
 
     # when: the run resumes; its consumption step commits, then the tool's hook raises
     with pytest.raises(ZeroDivisionError):
-        loop.run_resume(run_id=outcome.run.pk)
+        claims.run_resume(run_id=outcome.run.pk)
 
     # then: the step's commit stands and the loop, still holding the run, ends it at once with
     # the error's code (before, it took its own commit for a rollback, lost the run's lease and
@@ -177,11 +179,11 @@ def test_a_recovery_claim_that_another_recoverer_took_before_its_read_back_holds
         if queryset.model is Run and not second:
             second.append(None)
             moment[0] += datetime.timedelta(seconds=settings.AGENT_RUN_LEASE_SECONDS + 1)
-            second[0] = loop._claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
+            second[0] = claims.claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
         return changed
 
     monkeypatch.setattr(QuerySet, "update", update)
-    first = loop._claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
+    first = claims.claim_running(outcome.run.pk, lease_expires_at__lt=clock.now())
 
     # then: only the second holds the run; the first does not come back with the second's lease
     # (both would then pass every fence as the run's holder)

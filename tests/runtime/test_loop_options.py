@@ -1,4 +1,4 @@
-"""The loop's options (DESIGN sections 4.9, 5.2, 5.6, 5.7; seed 000 sections 3-5): the iteration
+"""The loop's options: the iteration
 bound, return_direct, the memory policy, user-controlled execution, a replaced eligibility
 predicate, and which tool exceptions reach the caller instead of the model."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from agentplatform.llm.types import ModelTurn
 from agentplatform.runtime import loop, services
+from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.models import Run, RunEvent
 from approvals.models import ConfirmationRequest
 from tests.tools.support import CANCEL_ARGS, ORDER, audit_rows, install_tool, model  # noqa: F401 - fixtures
@@ -184,7 +185,7 @@ def test_user_controlled_execution_hands_back_the_calls_and_runs_nothing(request
     assert not audit_rows() and not ConfirmationRequest.objects.exists() and len(model.requests) == 1
 
     # the caller runs them through the same governed pipeline, with the run's server-side context
-    result = ToolCallingManager().execute_tool_calls(loop.build_tool_context(outcome.run),
+    result = ToolCallingManager().execute_tool_calls(build_tool_context(outcome.run),
                                                      {"role": "assistant", "tool_calls": outcome.tool_calls})
     listed, cancel = result.outcomes
     assert listed.result.success and listed.result.data["items"][0]["order_id"] == "A202607290002"
@@ -213,7 +214,7 @@ def test_a_replaced_eligibility_predicate_is_honoured(requester, model, settings
     assert [r.decision for r in audit_rows()] == ["EXECUTED"]
 
 
-# -- exceptions: the model, or the caller (DESIGN step 9) ------------------------------------------
+# -- exceptions: the model, or the caller (an error propagated to the caller ends the run) --------
 
 @pytest.mark.parametrize(("mode", "code"), [("business", "LEDGER_CLOSED"), ("crash", "TOOL_EXECUTION_FAILED"),
                                             ("ledger", "TOOL_EXECUTION_FAILED")])

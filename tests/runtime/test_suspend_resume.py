@@ -1,4 +1,4 @@
-"""Suspension and resume (DESIGN section 5.3-5.4, section 9): in a mixed turn what may run runs and
+"""Suspension and resume: in a mixed turn what may run runs and
 the gated call waits; every tool_call_id is answered exactly once; rejected and expired calls are
 told apart; permissions, tenant policy and risk are checked again when a confirmation is consumed."""
 from __future__ import annotations
@@ -113,7 +113,7 @@ def test_rejected_and_expired_refunds_answer_the_model_differently(requester, ap
     assert (rejected_answer["success"], rejected_answer["code"]) == (False, "REJECTED")
     assert (expired_answer["success"], expired_answer["code"]) == (False, "CONFIRMATION_EXPIRED")
     assert "rejected" in rejected_answer["message"] and "in time" in expired_answer["message"]
-    # the approver's reason and role reach the model (issue 8 item 4)
+    # the approver's reason and role reach the model
     assert "no photos of the damage" in rejected_answer["message"]
     assert rejected_answer["data"]["decided_by"] == {"role": "approver", "username": approver1.username}
     for outcome in (rejected, expired):
@@ -138,7 +138,7 @@ def test_tool_disabled_for_the_tenant_while_waiting_executes_nothing(requester):
                               confirmation_token=token)
 
     [[answer]] = _answers_per_call(done.run).values()
-    # a policy denial, distinct from a tool that never existed (issue 8 item 17)
+    # a policy denial, distinct from a tool that never existed
     assert (answer["success"], answer["code"]) == (False, "TOOL_DISABLED")
     assert _order_status(requester) == Order.Status.PAID and not Cancellation.objects.exists()
     assert not audit_rows(decision="EXECUTED")

@@ -1,5 +1,6 @@
-"""Another tenant's order, confirmation, run or conversation is never visible or usable (DESIGN
-sections 7 and 8: objects of another tenant answer 404, not 403; tenant comes from ToolContext)."""
+"""Another tenant's order, confirmation, run or conversation is never visible or usable
+(objects of another tenant answer 404, not 403; the tenant comes from the ToolContext, never from
+the model)."""
 from __future__ import annotations
 
 import json

@@ -29,7 +29,7 @@ from agentplatform.api.idempotency import (
 from agentplatform.api.schema import BODY, COMMON, NON_BLANK_PATTERN, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import RETRYABLE_RUN_ERRORS, PermissionDenied
-from agentplatform.runtime.loop import RunOutcome
+from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import MAX_MESSAGE_CHARS, chat_send, chat_start
 from tools.models import RiskLevel

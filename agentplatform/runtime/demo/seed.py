@@ -25,9 +25,9 @@ from guardian.shortcuts import assign_perm, get_perms, remove_perm
 
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.services import tenant_group_create
-from tools.catalog.models import Order, StockLevel
+from tools.catalog.models import Cancellation, Order, Refund, StockLevel
 from tools.registry import registry
-from tools.models import TenantToolPolicy, Tool
+from tools.models import IdempotencyRecord, TenantToolPolicy, Tool
 from tools.services import tools_sync_registry
 
 DEMO_PASSWORD = "demo-pass-123"
@@ -47,7 +47,7 @@ ORDERS = [  # suffix, status, amount, name, phone, address
     ("0006", Order.Status.PAID, "318.00", "Liu Yang", "13422224444", "Nanjing Gulou District, Zhongshan Road 66"),
     ("0007", Order.Status.PAID, "76.00", "Zhao Min", "13333335555", "Chengdu Jinjiang District, Chunxi Road 3"),
 ]
-ORDER_ITEMS = {  # suffix -> order lines shown to approvers (issue 13 item 1)
+ORDER_ITEMS = {  # suffix -> order lines shown to approvers
     "0001": [{"sku": "SKU-10001", "name": "Desk lamp", "quantity": 1}],
     "0002": [{"sku": "SKU-10002", "name": "Notebook", "quantity": 3}],
     "0003": [{"sku": "SKU-20001", "name": "Office chair", "quantity": 2}],
@@ -278,9 +278,6 @@ def demo_changes() -> list[str]:
 def reset_demo_orders() -> None:
     """Put the demo orders back in their seeded state so `demo` can be replayed on the same
     database: their cancellations, refunds and idempotency records go, their status returns."""
-    from tools.catalog.models import Cancellation, Refund
-    from tools.models import IdempotencyRecord
-
     Cancellation.objects.all().delete()
     Refund.objects.all().delete()
     IdempotencyRecord.objects.all().delete()

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from guardian.shortcuts import assign_perm
 
 from agentplatform.errors import DomainError
 from agentplatform.runtime import services
@@ -20,14 +21,20 @@ from agentplatform.runtime.demo.seed import (
     TRY_ORDERS,
     demo_changes,
     order_id,
+    platform_operator,
     reset_demo_orders,
     seed_demo,
 )
-from agentplatform.runtime.loop import RunOutcome
 from agentplatform.runtime.models import Run, RunEvent
+from agentplatform.runtime.outcome import RunOutcome
 from approvals import approver_actions
 from audit.models import AuditEvent
+from mcp_sources.demo import demo_server_register
+from mcp_sources.models import McpTool
+from mcp_sources.services import server_discover, tool_review
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
+from tools.models import Tool
+from tools.services import tenant_tool_set_enabled
 
 
 def clip(text: str, limit: int) -> str:
@@ -165,14 +172,7 @@ class Command(BaseCommand):
         self.remote_tool_story(requester)
 
     def remote_tool_story(self, requester) -> None:
-        """A remote tool (issue 14): a local MCP server the demo starts itself, governed like a local tool."""
-        from guardian.shortcuts import assign_perm
-
-        from mcp_sources.demo import demo_server_register
-        from mcp_sources.models import McpTool
-        from mcp_sources.services import server_discover, tool_review
-        from tools.models import Tool
-        from tools.services import tenant_tool_set_enabled
+        """A remote tool: a local MCP server the demo starts itself, governed like a local tool."""
 
         self.title("13. A remote tool from an MCP server (started here over stdio), governed like a local one")
         server = demo_server_register()
@@ -185,8 +185,6 @@ class Command(BaseCommand):
         if not mcp_tool.reviewed:
             self.expect(not track.enabled and track.risk == "HIGH",
                         "a new remote tool arrives disabled and HIGH risk, whatever the server says")
-            from agentplatform.runtime.demo.seed import platform_operator
-
             tool_review(mcp_tool_id=mcp_tool.pk, reviewer=platform_operator(), definition_hash=mcp_tool.definition_hash)
             self.say("   the platform operator reviewed its definition (hash pinned) and enabled it")
         track.refresh_from_db()

@@ -1,4 +1,4 @@
-"""Seed 002 sections 33-36 through the real loop, with the model faked at the HTTP edge:
+"""The four acceptance scenarios through the real loop, with the model faked at the HTTP edge:
 the inventory answer comes from the service; no permission is an error for the caller, not model
 prose; a cancellation waits for confirmation, runs once, and its token cannot be replayed; the
 model repeating the cancellation gets the stored result, explained in the audit as IDEMPOTENT_HIT."""
@@ -28,7 +28,7 @@ def _order_status(user, order_id: str = ORDER) -> str:
     return Order.objects.get(tenant=user.tenant, order_id=order_id).status
 
 
-# -- section 33: the inventory answer comes from the service ------------------------------------
+# -- the inventory answer comes from the service -----------------------------------------------
 
 def test_inventory_number_the_model_reads_is_the_databases(requester, model):
     # given: a stock number the model cannot know
@@ -55,7 +55,7 @@ def test_inventory_number_the_model_reads_is_the_databases(requester, model):
     assert outcome.run.status == Run.Status.COMPLETED and outcome.run.final_answer == "We have 4351 units of SKU-10001."
 
 
-# -- section 34: no permission ------------------------------------------------------------------
+# -- no permission -----------------------------------------------------------------------------
 
 def test_no_permission_raises_to_the_caller_and_the_model_is_not_asked_to_explain(nobody, model):
     model.calls(("call_cancel", "cancel_order", CANCEL_ARGS))
@@ -86,7 +86,7 @@ def test_use_tool_without_the_business_permission_is_still_denied(approver1, mod
     assert _order_status(approver1) == Order.Status.PAID
 
 
-# -- section 35: confirmation first, then once, then the replay is refused -----------------------
+# -- confirmation first, then once, then the replay is refused ----------------------------------
 
 def test_confirm_then_cancelled_once_then_replayed_token_refused(requester, model):
     model.calls(("call_cancel", "cancel_order", CANCEL_ARGS))
@@ -120,7 +120,7 @@ def test_confirm_then_cancelled_once_then_replayed_token_refused(requester, mode
     assert Cancellation.objects.count() == 1 and len(model.requests) == 2
 
 
-# -- section 36: the model asks for the same cancellation twice ----------------------------------
+# -- the model asks for the same cancellation twice ---------------------------------------------
 
 def test_repeated_cancel_is_an_idempotent_hit_with_the_same_business_result(requester, model):
     model.calls(("call_1", "cancel_order", CANCEL_ARGS))
