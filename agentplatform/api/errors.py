@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentplatform.errors import DomainError
-from agentplatform.llm.types import ModelUnavailable
+from agentplatform.llm.errors import ModelUnavailable
 
 _DRF_CODES = {
     exceptions.NotAuthenticated: "NOT_AUTHENTICATED",

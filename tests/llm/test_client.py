@@ -7,8 +7,10 @@ import time
 import openai
 import pytest
 
-from agentplatform.llm.client import OFFLINE_BASE_URL, complete, get_client, reset_client
-from agentplatform.llm.types import ModelToolCall, ModelUnavailable
+from agentplatform.llm.client import complete
+from agentplatform.llm.errors import ModelUnavailable
+from agentplatform.llm.factory import OFFLINE_BASE_URL, get_client, reset_client
+from agentplatform.llm.types import ModelToolCall
 from tests.llm.conftest import TEST_API_KEY
 from tests.llm.fake_openai_server import (
     chunk,

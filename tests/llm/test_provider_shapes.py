@@ -17,7 +17,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from agentplatform.api.services import api_token_issue
-from agentplatform.llm.client import reset_client
+from agentplatform.llm.factory import reset_client
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Message, Run, RunEvent
 from approvals.models import ConfirmationRequest
