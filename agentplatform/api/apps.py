@@ -12,7 +12,7 @@ class ApiConfig(AppConfig):
     def ready(self) -> None:
         # The Celery app autodiscovers a fixed list of apps; importing registers our shared tasks.
         from agentplatform.api import tasks  # noqa: F401
-        from agentplatform.api.services import api_keys_revoke_for_moved_user
+        from agentplatform.tenancy.credentials import api_keys_revoke_for_moved_user
         from agentplatform.tenancy.signals import user_tenant_changed
 
         user_tenant_changed.connect(api_keys_revoke_for_moved_user, dispatch_uid="api.revoke_keys_on_move")

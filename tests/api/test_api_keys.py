@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_key_issue
+from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.tenancy.models import User
 from audit.models import AuditEvent
 from tests.api.conftest import assert_error

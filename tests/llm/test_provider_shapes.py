@@ -16,7 +16,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.llm.factory import reset_client
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Message, Run, RunEvent

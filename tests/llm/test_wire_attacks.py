@@ -12,7 +12,7 @@ import openai
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.llm import factory as llm_factory
 from agentplatform.llm.client import complete
 from agentplatform.llm.errors import ModelUnavailable

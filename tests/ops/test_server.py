@@ -16,7 +16,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import conversation_create

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.api.sse_hub import get_hub
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run

@@ -19,7 +19,7 @@ from agentplatform.api.base import (ApiView, PagePagination, StrictCharField, St
                                     StrictIntegerField, paginated_response)
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.selectors import api_keys_for
-from agentplatform.api.services import api_key_issue, api_key_revoke
+from agentplatform.tenancy.credentials import api_key_issue, api_key_revoke
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import InvalidInput, NotFound
 from agentplatform.tenancy.roles import is_platform_operator
