@@ -1,4 +1,4 @@
-"""One error body everywhere: {"code", "message", "retryable"} (DESIGN section 7).
+"""One error body everywhere: {"code", "message", "retryable"}.
 
 `exception_handler` is DRF's EXCEPTION_HANDLER; `api_not_found` answers unknown routes under
 /api/ with the same body; `PayloadTooLarge` is raised for request bodies over

@@ -1,4 +1,4 @@
-"""Server-Sent Events of runs without a thread or a database connection per stream (issue 12 item 2).
+"""Server-Sent Events of runs without a thread or a database connection per stream.
 
 One `RunEventHub` per server process (per event loop) holds every open stream of that process:
 

@@ -1,4 +1,4 @@
-"""Liveness and readiness (issue 12 item 6), for a load balancer or an orchestrator's probes.
+"""Liveness and readiness, for a load balancer or an orchestrator's probes.
 
 - `GET /healthz`: the process answers (no database, no broker): 200 `{"status": "ok"}`.
 - `GET /readyz`: the process can serve: the database answers `SELECT 1`, every migration is

@@ -1,7 +1,7 @@
-"""GET /metrics in the Prometheus text format (issue 12 item 5).
+"""GET /metrics in the Prometheus text format.
 
 What is exposed:
-- the section-37 tool metrics of `audit.metrics` (counters and histograms written where tools
+- the tool metrics of `audit.metrics` (counters and histograms written where tools
   are governed, in web and Celery processes alike);
 - HTTP basics (`HttpMetricsMiddleware`): requests by method, route pattern and status, and their
   duration;

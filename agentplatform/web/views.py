@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 
 def landing_url(user) -> str:
-    """Where a signed-in person starts (issue 13 item 4): people who may approve (approve_tool on
+    """Where a signed-in person starts: people who may approve (approve_tool on
     some tool) land on the approver dashboard, everyone else on the chat."""
     from approvals.selectors import may_approve
 

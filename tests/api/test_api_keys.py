@@ -1,4 +1,4 @@
-"""API keys (issue 9, item 7): django-rest-knox digests only, shown once, expiry, name, last use,
+"""API keys: django-rest-knox digests only, shown once, expiry, name, last use,
 revocation by the owner and their tenant administrator (another tenant: 404), audited, and the
 migration of DRF's clear-text tokens."""
 from __future__ import annotations

@@ -219,7 +219,7 @@ def test_get_client_is_cached_per_settings_and_offline_without_key(settings):
         reset_client()
 
 
-# -- the answer read as decoded JSON (issue 11): any part of the wrong JSON type is ignored, never a crash
+# -- the answer read as decoded JSON (docs/performance.md): any part of the wrong JSON type is ignored, never a crash
 
 def _client_answering(content_type: str, body: bytes) -> openai.OpenAI:
     """An SDK client whose endpoint answers every request with `body` under `content_type`."""

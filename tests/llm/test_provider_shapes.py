@@ -1,6 +1,6 @@
-"""Issue 10: every provider shape read right, every provider failure reported clearly.
+"""Every provider shape read right, every provider failure reported clearly (docs/providers.md).
 
-Each numbered case of the issue goes through `POST /api/v1/chat/`, the real agent loop and the
+Each shape and failure goes through `POST /api/v1/chat/`, the real agent loop and the
 real `openai` SDK against the local fake server, streamed and not where both apply. A strict
 fake server (tests/llm/fake_openai_server.validate_request) answers 400 to any request a strict
 provider would refuse, so a history the platform replays wrongly fails the run here. Each test

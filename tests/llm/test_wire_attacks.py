@@ -1,4 +1,4 @@
-"""Provider answers that a model wire must survive (found by an attack in session 6): deeply nested
+"""Provider answers that a model wire must survive (found by attacking it): deeply nested
 arguments, unreadable bytes, two calls at one index, a cut turn in user-controlled execution, a
 truncating finish_reason followed by another, a refusal or a legacy function_call, over-limit
 arguments replayed. A complete turn's calls run exactly once; anything else is refused with a stable
@@ -128,7 +128,7 @@ def test_f3_two_calls_at_one_index_are_not_merged_into_a_third(requester, settin
     response = _chat(requester, "cancel A202607290001")
 
     # no CRITICAL refund built from cancel_order's arguments: the refund without arguments is a
-    # broken call, so the whole turn is refused (nothing in it runs; issue 2 item 9), and both calls
+    # broken call, so the whole turn is refused (nothing in a turn with a broken call runs), and both calls
     # are answered
     assert response.status_code == 200, response.content[:300]
     assert not ConfirmationRequest.objects.exists()

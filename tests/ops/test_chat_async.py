@@ -1,4 +1,4 @@
-"""Issue 12 item 3: POST /api/v1/chat/ with `Prefer: respond-async` answers 202 at once; the run
+"""POST /api/v1/chat/ with `Prefer: respond-async` answers 202 at once; the run
 goes on in the background (a thread when eager, a worker with a broker)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 items 1, 2, 5, 7 against the production server process: gunicorn with two uvicorn
+"""Serving, Server-Sent Events, metrics and logs against the production server process: gunicorn with two uvicorn
 workers on the PostgreSQL test database (committed data: transactional tests)."""
 from __future__ import annotations
 

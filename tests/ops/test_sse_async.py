@@ -1,4 +1,4 @@
-"""Issue 12 item 2 in-process: the async stream served to ASGI requests (Django's AsyncClient),
+"""Server-Sent Events in-process: the async stream served to ASGI requests (Django's AsyncClient),
 on whichever database the suite runs: LISTEN/NOTIFY on PostgreSQL, polling on SQLite."""
 from __future__ import annotations
 

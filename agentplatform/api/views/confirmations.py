@@ -9,7 +9,8 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from approvals import services as approvals
