@@ -10,6 +10,7 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: an AppConfig module loads before any app's models.
         # The Celery app autodiscovers a fixed list of apps; importing registers our shared tasks.
         from agentplatform.api import tasks  # noqa: F401
         from agentplatform.tenancy.credentials import api_keys_revoke_for_moved_user
