@@ -127,8 +127,11 @@ def _endpoint(client: openai.OpenAI) -> str:
 def model_error(exc: BaseException, *, client: openai.OpenAI, model: str) -> ModelError:
     """Map an SDK (or transport) failure to a ModelError with an operator-actionable message.
 
-    Never includes the SDK's own exception text (it may echo the request, whose headers carry the
-    key); the provider's error message is included after `mask_provider_text`.
+    exc: what the SDK or the transport raised (a ModelError is returned as it is). client: the
+    client that sent the request (its endpoint is named, its key masked). model: the model asked
+    for. Returns the ModelError subclass of the table above; raises nothing. Never includes the
+    SDK's own exception text (it may echo the request, whose headers carry the key); the
+    provider's error message is included after `mask_provider_text`.
     """
     if isinstance(exc, ModelError):
         return exc

@@ -62,7 +62,12 @@ _ABANDONED = object()  # what `_create` returns when the caller gave up during a
 class Exchange(threading.Thread):
     """The HTTP side of one model call, in its own thread: create (with our retries), then put each
     stream chunk (or the one completion) on `items`, then `END`; an exception is put instead.
-    `abandon()` makes it stop at its next chunk or retry wait and close the response."""
+    `abandon()` makes it stop at its next chunk or retry wait and close the response.
+
+    client: the SDK client (its `max_retries` is the number of our retries). request: the
+    chat-completions body, `stream` left out. stream: ask for an SSE stream. deadline: the
+    `time.monotonic()` instant past which no attempt or retry wait starts. model: named in errors.
+    """
 
     def __init__(self, client: openai.OpenAI, request: dict[str, Any], *, stream: bool, deadline: float,
                  model: str) -> None:
