@@ -258,3 +258,33 @@ def redact_tokens(text: str, *, placeholder: str = "[redacted token]", any_lengt
     """
     pattern = _CONFIRMATION_TOKEN_PREFIX if any_length else _CONFIRMATION_TOKEN
     return pattern.sub(placeholder, text)
+
+
+# -- a model provider's error message ------------------------------------------------------------
+
+# A provider's error text may quote the request: its key, a bearer header, opaque ids, the prompt.
+_KEYLIKE = re.compile(r"(?i)\b((?:sk|pk|rk|ak|key|tok)[-_][A-Za-z0-9_\-]{4})[A-Za-z0-9_\-.*]{4,}")
+_BEARER = re.compile(r"(?i)\bBearer\s+\S+")
+_LONG_OPAQUE = re.compile(r"\b[A-Za-z0-9_\-]{32,}\b")
+LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")  # card numbers, long ids
+PROVIDER_MESSAGE_CHARS = 300
+
+
+def mask_provider_text(text: str, *, api_key: str) -> str:
+    """A model provider's own error message, safe to show an operator.
+
+    text: the message, already cleaned of characters PostgreSQL cannot store
+    (`agentplatform.text.storable_text`). api_key: the key the request was sent with ("" for
+    none); masked to its first 3 characters when 8 or longer. Key-like and long opaque tokens and
+    card-like digit runs keep their first 4 characters; a bearer credential is hidden; then
+    `mask_text` applies (a provider may echo the prompt: phones, card data). Whitespace runs
+    become one space. Returns at most PROVIDER_MESSAGE_CHARS characters (plus "…" when cut).
+    """
+    if api_key and len(api_key) >= 8:
+        text = text.replace(api_key, api_key[:3] + "****")
+    text = _BEARER.sub("Bearer ****", text)
+    text = _KEYLIKE.sub(lambda m: m.group(1) + "****", text)
+    text = _LONG_OPAQUE.sub(lambda m: m.group(0)[:4] + "****", text)
+    text = LONG_DIGITS.sub(lambda m: m.group(0)[:4] + "****", text)
+    text = mask_text(" ".join(text.split()))
+    return text[:PROVIDER_MESSAGE_CHARS] + ("…" if len(text) > PROVIDER_MESSAGE_CHARS else "")

@@ -305,7 +305,7 @@ API_KEY_MAX_TTL_DAYS = env_int("API_KEY_MAX_TTL_DAYS", 365)
 API_KEY_ALLOW_NO_EXPIRY = env_bool("API_KEY_ALLOW_NO_EXPIRY", False)
 API_KEY_LAST_USED_RESOLUTION_SECONDS = env_int("API_KEY_LAST_USED_RESOLUTION_SECONDS", 60)
 REST_KNOX = {
-    "TOKEN_TTL": None,  # each key carries its own expiry (agentplatform.api.services.api_key_issue)
+    "TOKEN_TTL": None,  # each key carries its own expiry (agentplatform.tenancy.credentials.api_key_issue)
     "TOKEN_PREFIX": "ap_",
     "AUTH_HEADER_PREFIX": "Token",
     "AUTO_REFRESH": False,

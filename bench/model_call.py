@@ -5,7 +5,7 @@ Interleaved per iteration, with the same request (the scenario's first turn: the
 user asking to cancel an order, the four catalog tools):
 
 - ours, streamed: `complete()` as the loop calls it (LLM_STREAM's default), chunks read as decoded
-  JSON and assembled by `_assemble_stream`;
+  JSON and assembled by `agentplatform.llm.assembly.assemble_stream`;
 - ours, not streamed: `complete(stream=False)`;
 - the stream alone, twice, in the caller's thread (no deadline thread, no assembly): read through
   the SDK's typed chunk class (`openai.Stream[ChatCompletionChunk]`, what `complete()` used before
@@ -43,13 +43,14 @@ def main() -> int:
 
     import _common
     from agentplatform.llm import client as llm
+    from agentplatform.llm import factory as llm_factory
     from agentplatform.runtime.prompt import SYSTEM_PROMPT
     from tools.registry import registry
 
     messages = [{"role": "system", "content": SYSTEM_PROMPT},
                 {"role": "user", "content": "Please cancel order A202607290001 because the customer changed their mind."}]
     tools = [spec.definition() for spec in registry.all()]
-    sdk = llm.get_client()
+    sdk = llm_factory.get_client()
 
     def ours_streamed():
         return llm.complete(messages=messages, tools=tools, stream=True, on_text=lambda text: None)

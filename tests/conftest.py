@@ -153,7 +153,7 @@ def scripted_model(settings):
     Streaming is on (the default), so enqueue `sse_response(...)` or plain JSON `completion(...)`
     bodies with `settings.LLM_STREAM = False`.
     """
-    from agentplatform.llm.client import reset_client
+    from agentplatform.llm.factory import reset_client
     from tests.llm.fake_openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as server:

@@ -3,7 +3,7 @@ tenant (docs/roles.md)."""
 from django.contrib import admin
 
 from agentplatform.api.models import ApiKey, HttpIdempotencyKey
-from agentplatform.api.services import api_key_revoke
+from agentplatform.tenancy.credentials import api_key_revoke
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 
 

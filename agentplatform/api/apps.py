@@ -10,9 +10,10 @@ class ApiConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported here, not at the top: an AppConfig module loads before any app's models.
         # The Celery app autodiscovers a fixed list of apps; importing registers our shared tasks.
         from agentplatform.api import tasks  # noqa: F401
-        from agentplatform.api.services import api_keys_revoke_for_moved_user
+        from agentplatform.tenancy.credentials import api_keys_revoke_for_moved_user
         from agentplatform.tenancy.signals import user_tenant_changed
 
         user_tenant_changed.connect(api_keys_revoke_for_moved_user, dispatch_uid="api.revoke_keys_on_move")

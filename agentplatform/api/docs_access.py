@@ -1,4 +1,4 @@
-"""Who may read the OpenAPI schema and Swagger UI (issue 9, item 12)."""
+"""Who may read the OpenAPI schema and Swagger UI."""
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,4 @@
-"""One error body everywhere: {"code", "message", "retryable"} (DESIGN section 7).
+"""One error body everywhere: {"code", "message", "retryable"}.
 
 `exception_handler` is DRF's EXCEPTION_HANDLER; `api_not_found` answers unknown routes under
 /api/ with the same body; `PayloadTooLarge` is raised for request bodies over
@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentplatform.errors import DomainError
-from agentplatform.llm.types import ModelUnavailable
+from agentplatform.llm.errors import ModelUnavailable
 
 _DRF_CODES = {
     exceptions.NotAuthenticated: "NOT_AUTHENTICATED",

@@ -3,8 +3,8 @@ Field"): the first request with a key runs; a retry with the same key and body g
 response; the same key with another body is refused (422); a retry while the first is still
 running is refused (409, retryable). Keys are scoped by tenant and user and live 24 hours.
 
-Claims follow STYLE rule 4: an INSERT that loses a race cleanly on the unique constraint, and
-conditional UPDATE/DELETE statements whose row counts are checked; never read-then-write.
+Claims are single-use, so never read-then-write: an INSERT that loses a race cleanly on the unique constraint, and
+conditional UPDATE/DELETE statements whose row counts are checked.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing under /api/ answers an HTML error page (issue 15): an exception a view let through
+"""Nothing under /api/ answers an HTML error page (a program reads JSON): an exception a view let through
 becomes the 500 error body with a logged request id.
 
 Install first in MIDDLEWARE (outermost). DRF views already answer through the API's exception

@@ -1,6 +1,6 @@
 """OpenAPI pieces shared by the views: the error body as a component, the documented errors, and
 `ApiAutoSchema`, which adds to every operation what the shared machinery of `ApiView` makes it
-answer (so the schema states every status an endpoint can return, issue 15):
+answer (so the schema states every status an endpoint can return):
 
 - every operation: 401/403 (authentication, permissions), 406 (Accept), 411/413 (the body-size
   check runs for every method), 500 (SERVER_ERROR) and 503 (model or database busy); 429 when the

@@ -1,4 +1,4 @@
-"""Server-Sent Events of a run (DESIGN section 5): one SSE event per stored RunEvent.
+"""Server-Sent Events of a run (the WHATWG HTML standard's text/event-stream): one SSE event per stored RunEvent.
 
     id: <seq>
     event: <TYPE>

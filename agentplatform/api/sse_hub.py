@@ -1,4 +1,4 @@
-"""Server-Sent Events of runs without a thread or a database connection per stream (issue 12 item 2).
+"""Server-Sent Events of runs without a thread or a database connection per stream.
 
 One `RunEventHub` per server process (per event loop) holds every open stream of that process:
 
@@ -29,9 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection, connections
+from psycopg.conninfo import make_conninfo
+
+from agentplatform.runtime.models import Run, RunEvent
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +55,6 @@ def render(seq: int, type_: str, payload) -> bytes:
 
 def _fetch(run_id: str, after: int, before: int | None = None) -> list[Event]:
     """Events of `run_id` with after < seq (< before), at most BATCH, oldest first; closes its connection."""
-    from agentplatform.runtime.models import RunEvent
-
     try:
         rows = RunEvent.objects.filter(run_id=run_id, seq__gt=after)
         if before is not None:
@@ -64,8 +66,6 @@ def _fetch(run_id: str, after: int, before: int | None = None) -> list[Event]:
 
 
 def _finished(run_id: str) -> bool:
-    from agentplatform.runtime.models import Run
-
     try:
         return Run.objects.filter(pk=run_id, status__in=FINISHED).exists()
     finally:
@@ -161,8 +161,6 @@ class RunEventHub:
                 self.wake(run_id)
 
     async def _listen(self) -> None:
-        import psycopg
-
         while self.subscriptions:
             try:
                 conn = await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True)
@@ -191,8 +189,6 @@ class RunEventHub:
 
 def _conninfo() -> str:
     """psycopg conninfo of the default database (as Django would connect)."""
-    from psycopg.conninfo import make_conninfo
-
     params = connections["default"].settings_dict
     kwargs = {"dbname": params["NAME"], "user": params.get("USER") or None, "password": params.get("PASSWORD") or None,
               "host": params.get("HOST") or None, "port": str(params["PORT"]) if params.get("PORT") else None}

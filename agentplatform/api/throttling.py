@@ -1,4 +1,4 @@
-"""Per-user request rates on the endpoints that cost the most or guard secrets (issue 9, item 8).
+"""Per-user request rates on the endpoints that cost the most or guard secrets.
 
 DRF's ScopedRateThrottle with the rates read from `settings.API_THROTTLE_RATES` at each request
 (scope -> "N/second|minute|hour|day", or None for no limit), so a deployment sets them from the

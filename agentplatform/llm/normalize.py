@@ -1,5 +1,6 @@
 """Every provider shape becomes one canonical assistant turn here, and only what a provider accepts
-is replayed from here (issue 10; the table of shapes is docs/providers.md).
+is replayed from here: the one module that knows how OpenAI-compatible providers bend the
+chat-completions format (the table of shapes is docs/providers.md).
 
 OpenAI-compatible providers bend the chat-completions format. Before governance sees a turn:
 
@@ -18,6 +19,10 @@ Before a request is sent (`replay_messages`), the history is made acceptable to 
 arguments that do not parse as a JSON object PostgreSQL could store are replayed as "{}" (the tool
 message answering that id already carries the error), and `reasoning_content` is kept only on the
 assistant messages of the current turn (after the last user message), where DeepSeek requires it.
+
+Reading an answer tolerates what providers send (`member`, `members`, `call_index`,
+`refusal_text`, `finish_reason_of`, `content_parts`); `error_message_and_code` reads their error
+bodies. The joining of stream chunks itself is `agentplatform.llm.assembly`.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from typing import Any
 from django.conf import settings
 
 from agentplatform.llm.types import ModelToolCall, ModelTurn
+from agentplatform.redaction import PROVIDER_MESSAGE_CHARS
 from agentplatform.text import loads_json, storable_text, unstorable_reason
 
 logger = logging.getLogger(__name__)
@@ -49,7 +55,7 @@ class RawCall:
 
     arguments: the argument fragments in arrival order, each a string or (some providers) a JSON
     value such as an object; a non-streamed call has one fragment. order: where a streamed call
-    goes among the turn's calls ((the provider's index, arrival); agentplatform.llm.client).
+    goes among the turn's calls ((the provider's index, arrival); agentplatform.llm.assembly).
     """
 
     id: Any = None
@@ -68,7 +74,7 @@ def internal_call_id(taken: set[str]) -> str:
 
 
 def canonical_json(value: Any) -> str:
-    """JSON text with sorted keys, no spaces, UTF-8 (DESIGN section 8's canonical form)."""
+    """JSON text with sorted keys, no spaces, UTF-8: the platform's canonical form of arguments."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -208,8 +214,9 @@ def replayable_arguments(arguments: Any) -> str:
 def replay_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The request's messages as a strict provider accepts them (copies; `messages` is untouched).
 
-    Arguments that do not parse are replaced by "{}" (issue 10 item 5); `reasoning_content` stays
-    only on assistant messages after the last user message (item 6). Everything else is kept.
+    Arguments that do not parse are replaced by "{}" (strict providers refuse the request
+    otherwise); `reasoning_content` stays only on assistant messages after the last user message
+    (DeepSeek requires it there and refuses it elsewhere). Everything else is kept.
     """
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     replayed = []
@@ -228,3 +235,63 @@ def replay_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             ]
         replayed.append(copy)
     return replayed
+
+
+# -- reading a provider's answer and error body ----------------------------------------------------
+
+def member(value: Any, name: str) -> Any:
+    """`value[name]` when `value` is a JSON object, else None (a provider's chunk may omit or null
+    any part of the chat-completions shape)."""
+    return value.get(name) if isinstance(value, dict) else None
+
+
+def members(value: Any, name: str) -> list:
+    """`value[name]` when it is a JSON array, else []."""
+    found = member(value, name)
+    return found if isinstance(found, list) else []
+
+
+def call_index(value: Any) -> int | None:
+    """A tool-call fragment's (or a choice's) `index` as an int (a digit string or an integral
+    number, as some servers send it), or None when it is missing or unusable (a fragment then
+    continues the last call, see `agentplatform.llm.assembly`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())  # ASCII only: "²".isdigit() is True, but int("²") fails
+    return None
+
+
+# finish_reason values after which a turn may execute tools (ModelTurn.complete); once a stream
+# has said anything else (length, content_filter, an unknown reason) a later chunk cannot undo it.
+COMPLETE_REASONS = ("stop", "tool_calls")
+
+
+def refusal_text(value: Any) -> str:
+    """The text of a `refusal` field (OpenAI's structured refusal), "" when there is none."""
+    return value if isinstance(value, str) else ""
+
+
+# A turn that only carries the pre-`tools` `function_call` is refused, never guessed into a call.
+LEGACY_CALL = ("the model answered with a legacy `function_call`, which this platform does not run "
+               "(it sends `tools` and reads `tool_calls`)")
+
+
+def error_message_and_code(body: Any) -> tuple[str, str]:
+    """(message, code-or-type) from an error body (`{"error": {...}}` already unwrapped by the SDK,
+    `{"message": ...}`, `{"detail": ...}` (vLLM/FastAPI) or plain text); ("", "") for anything else.
+    A message that is not text is given as JSON text of at most 2 * PROVIDER_MESSAGE_CHARS."""
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message") or inner.get("detail") or inner.get("error") or ""
+        code = inner.get("code") or inner.get("type") or ""
+        if not isinstance(message, str):
+            message = json.dumps(message, ensure_ascii=False)[:PROVIDER_MESSAGE_CHARS * 2]
+        return message, str(code)
+    if isinstance(body, str):
+        return body, ""
+    return "", ""

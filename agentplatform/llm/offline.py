@@ -1,6 +1,7 @@
 """The offline model: a deterministic planner behind an httpx2 transport that speaks chat completions.
 
-This is a demo and test double, not AI (DESIGN section 6). With no `LLM_API_KEY` the SDK client
+This is a demo and test double, not AI: it lets the platform run and be tested with no model
+endpoint at all. With no `LLM_API_KEY` the SDK client
 sends its requests to `OfflineModelTransport`, which answers `POST /v1/chat/completions` in the
 real wire format, as JSON or as an SSE stream, so the platform runs the same code with or without
 a network.
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx2
 
+from agentplatform.llm.offline_answers import TRACK_TOOL, answer_from_results, text_of
 from agentplatform.redaction import redact_tokens
 
 MODEL_NAME = "offline-planner"
@@ -43,10 +45,8 @@ _REASON = re.compile(r"(?:\bbecause(?:\s+of)?\b|\breason\s*(?:is\b|[:：])|\bdue
 _REASON_END = re.compile(r"[.;!?。；！？\n]|\s+and\s+(?:check|cancel|refund|list|show)\b|并且|然后|，(?:再|并|然后)")
 _AMOUNT = re.compile(r"(?:\bamount(?:\s+of)?|\brefund(?:ing)?|退款|金额)\s*[:：]?\s*[$¥￥]?\s*(\d+(?:\.\d{1,2})?)(?!\d)",
                      re.I)
-# A parcel's tracking number: the demo's remote tool (mcp_sources.demo_server, registered as the MCP
-# server "logistics"), called by its wire name like any other tool.
+# A parcel's tracking number, for the demo's remote tool (TRACK_TOOL).
 _TRACKING = re.compile(r"\b(?:SF|YT)\d{10}\b")
-TRACK_TOOL = "logistics__track_shipment"
 _STATUSES = (
     (re.compile(r"\bshipped\b|已发货", re.I), "SHIPPED"),
     (re.compile(r"\bcompleted\b|已完成", re.I), "COMPLETED"),
@@ -64,18 +64,10 @@ _HELP_ZH = ("我是离线演示规划器，不是真正的模型。我可以：�
             "退款（“订单 A202607290001 退款 12.5，原因：商品损坏”）。")
 
 
-def _text_of(message: dict[str, Any]) -> str:
-    """The text of a message whose content is a string or a list of content parts."""
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
-
-
 def _latest_user_text(messages: list[dict[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return _text_of(message)
+            return text_of(message)
     return ""
 
 
@@ -129,8 +121,8 @@ def _intents(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 def _call_id(messages: list[dict[str, Any]], index: int, name: str) -> str:
     # Position in the conversation + index: deterministic, and unique within one conversation.
-    seed = f"{len(messages)}:{index}:{name}:{_latest_user_text(messages)}"
-    return "call_" + hashlib.sha1(seed.encode()).hexdigest()[:24]
+    basis = f"{len(messages)}:{index}:{name}:{_latest_user_text(messages)}"
+    return "call_" + hashlib.sha1(basis.encode()).hexdigest()[:24]
 
 
 def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,148 +152,11 @@ def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[st
     return {"role": "assistant", "content": None, "tool_calls": tool_calls}
 
 
-# -- answers from tool results ---------------------------------------------------------------------
-
-def _calls_by_id(messages: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {}
-            try:
-                args = json.loads(function.get("arguments") or "{}")
-            except ValueError:
-                args = {}
-            calls[call.get("id", "")] = (function.get("name", "?"), args if isinstance(args, dict) else {})
-    return calls
-
-
-def _inventory(data: dict[str, Any], zh: bool) -> str:
-    rows = data.get("warehouses") or []
-    available = data.get("total_available", sum(w.get("available_quantity", 0) for w in rows))
-    locked = sum(w.get("locked_quantity", 0) for w in rows)
-    if zh:
-        parts = "；".join(f"{w.get('warehouse_code')}：可用 {w.get('available_quantity')}，锁定 {w.get('locked_quantity')}"
-                         for w in rows)
-        return f"{data.get('sku')}：可用 {available} 件，锁定 {locked} 件（{parts}）。"
-    parts = "; ".join(f"{w.get('warehouse_code')}: {w.get('available_quantity')} available, "
-                      f"{w.get('locked_quantity')} locked" for w in rows)
-    return f"{data.get('sku')}: {available} available, {locked} locked ({parts})."
-
-
-def _orders(data: dict[str, Any], zh: bool) -> str:
-    items = data.get("items") or []
-    if not items:
-        return "没有找到订单。" if zh else "No orders found."
-    listed = ", ".join(f"{o.get('order_id')} ({o.get('status')}, {o.get('amount')})" for o in items)
-    more = data.get("next_cursor")
-    total = data.get("total", len(items))
-    if zh:
-        return f"共 {total} 个订单，本页 {len(items)} 个：{listed}。" + ("还有下一页。" if more else "")
-    return (f"Found {total} orders, showing {len(items)}: {listed}."
-            + (" There are more on the next page." if more else ""))
-
-
-def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool) -> str:
-    data = data if isinstance(data, dict) else {}
-    order_id = data.get("order_id") or args.get("order_id", "")
-    if name == "query_inventory":
-        return _inventory(data, zh)
-    if name == "list_orders":
-        return _orders(data, zh)
-    if name == "cancel_order":
-        cid = data.get("cancellation_id", "?")
-        return f"订单 {order_id} 已取消（取消单号 {cid}）。" if zh else \
-            f"Order {order_id} has been cancelled (cancellation id {cid})."
-    if name == "refund_order":
-        amount, rid = data.get("amount", args.get("amount", "?")), data.get("refund_id", "?")
-        return f"订单 {order_id} 已退款 {amount}（退款单号 {rid}）。" if zh else \
-            f"Refunded {amount} for order {order_id} (refund id {rid})."
-    if name == TRACK_TOOL:
-        number, status = data.get("tracking_number", args.get("tracking_number", "?")), data.get("status", "?")
-        carrier, city = data.get("carrier", "?"), data.get("city", "?")
-        return f"运单 {number}：{status}，承运商 {carrier}，当前在 {city}。" if zh else \
-            f"Parcel {number} is {status} with {carrier}, now in {city}."
-    return f"{name} 已完成：{message}" if zh else f"{name} succeeded: {message}"
-
-
-_FAILURES = {
-    "REJECTED": ("{action} was rejected by a human; nothing was done.", "{action}已被人工拒绝，未执行任何操作。"),
-    "CONFIRMATION_EXPIRED": ("the confirmation for {action} expired; nothing was done.",
-                             "{action}的确认已过期，未执行任何操作。"),
-    "WITHDRAWN": ("you withdrew {action}; nothing was done.", "您已撤回{action}，未执行任何操作。"),
-    "CONFIRMATION_REQUIRED": ("{action} needs confirmation before it runs: {message}", "{action}需要确认后才能执行：{message}"),
-    "ORDER_NOT_CANCELLABLE": ("order {order_id} cannot be cancelled ({code}): {message}",
-                              "订单 {order_id} 无法取消（{code}）：{message}"),
-    "TOOL_NOT_FOUND": ("{action} is not available to me here ({code}): {message}", "我在这里无法使用{action}（{code}）：{message}"),
-    "PERMISSION_DENIED": ("you are not allowed to run {action} ({code}): {message}", "您无权执行{action}（{code}）：{message}"),
-}
-
-
-def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable: bool, zh: bool) -> str:
-    order_id = args.get("order_id", "")
-    target = args.get("order_id") or args.get("sku") or args.get("tracking_number") or ""
-    action = f"{name}({target})" if target else name
-    en, cn = _FAILURES.get(code, ("{action} failed ({code}): {message}", "{action} 失败（{code}）：{message}"))
-    message = message.strip() or code
-    if message[-1] not in ".。!！?？":
-        message += "。" if zh else "."
-    text = (cn if zh else en).format(action=action, code=code, message=message, order_id=order_id)
-    text = text[0].upper() + text[1:]
-    if retryable:
-        text += " 可以稍后重试。" if zh else " You can try again later."
-    return text
-
-
-def answer_from_results(messages: list[dict[str, Any]], *, chinese: bool) -> str:
-    """A plain-language answer from the tool messages after the last assistant message.
-
-    Each tool message content is a ToolResult JSON `{success, code, message, terminal, retryable,
-    data}`; an IDEMPOTENT_HIT replay reads like a normal success. Returns the answer text, one line
-    per result, with confirmation-token-shaped strings redacted. Raises nothing.
-    """
-    calls = _calls_by_id(messages)
-    results: list[dict[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.insert(0, message)
-    lines = []
-    for message in results:
-        name, args = calls.get(message.get("tool_call_id", ""), ("tool", {}))
-        try:
-            result = json.loads(_text_of(message))
-        except ValueError:
-            result = None
-        if not isinstance(result, dict):
-            lines.append(f"{name}：{_text_of(message)}" if chinese else f"{name} returned: {_text_of(message)}")
-        elif result.get("success"):
-            line = _success(name, args, result.get("data"), str(result.get("message", "")), chinese)
-            note = str(result.get("message", ""))
-            if note.startswith("approvers edited the arguments"):  # issue 13 item 3: say what changed
-                line += f" （{note.split('; it ran')[0]}）" if chinese else f" (Note: {note.split('; it ran')[0]}.)"
-            lines.append(line)
-        elif result.get("code") == "APPROVER_GUIDANCE":
-            # Guidance is neither a success nor a rejection: relay it and ask how to go on.
-            data = result.get("data") if isinstance(result.get("data"), dict) else {}
-            who = (data.get("responded_by") or {}).get("username") or ("审批人" if chinese else "an approver")
-            guidance = str(data.get("guidance") or "")
-            target = args.get("order_id") or ""
-            action = f"{name}({target})" if target else name
-            lines.append(f"审批人 {who} 没有执行 {action}，而是给出了指导意见：“{guidance}”。未执行任何操作；请告诉我如何继续。"
-                         if chinese else
-                         f"Approver {who} did not run {action} and sent guidance instead: “{guidance}”. "
-                         f"Nothing was done; tell me how you would like to proceed.")
-        else:
-            lines.append(_failure(name, args, str(result.get("code", "ERROR")), str(result.get("message", "")),
-                                  bool(result.get("retryable")), chinese))
-    return redact_tokens("\n".join(lines), placeholder="[redacted]", any_length=True)
-
-
 # -- the wire format ------------------------------------------------------------------------------
 
 def _usage(messages: list[dict[str, Any]], message: dict[str, Any]) -> dict[str, int]:
     # Fake but plausible token counts: about four characters per token.
-    prompt = sum(len(_text_of(m)) for m in messages) // 4 + 1
+    prompt = sum(len(text_of(m)) for m in messages) // 4 + 1
     completion = len(json.dumps(message, ensure_ascii=False)) // 4 + 1
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
@@ -323,7 +178,7 @@ def _chunks(completion_id: str, created: int, message: dict[str, Any], finish_re
 
     yield chunk({"role": "assistant", "content": ""})
     # Text in about three deltas, not one per word: each chunk costs the SDK a model object and the
-    # caller a hand-over between threads (issue 11); a stream of several deltas is kept.
+    # caller a hand-over between threads (docs/performance.md); a stream of several deltas is kept.
     for piece in _halves(message.get("content") or ""):
         if piece:
             yield chunk({"content": piece})

@@ -1,5 +1,5 @@
 """What the model is told, and what the user is shown, while a call of the conversation waits for a
-human (issue 10 item 11).
+human.
 
 A run answers while another call of its conversation (an earlier run's gated call) still waits
 for a confirmation or approval. The model would otherwise know nothing about it and may write
@@ -45,7 +45,8 @@ class WaitingCall:
 def waiting_calls(*, conversation_id: uuid.UUID | str) -> list[WaitingCall]:
     """The conversation's gated calls still waiting (PENDING or CONFIRMED, unexpired), oldest
     first. One indexed query."""
-    # A prebuilt statement (agentplatform.db.select_rows): read before every model call (issue 11).
+    # A prebuilt statement (agentplatform.db.select_rows): read before every model call, so
+    # it skips the ORM's per-call query compilation (docs/performance.md).
     rows = select_rows(ConfirmationRequest, {
         "conversation_id": conversation_id, "expires_at__gt": clock.now(),
         "status__in": (ConfirmationRequest.Status.PENDING, ConfirmationRequest.Status.CONFIRMED)},

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentplatform.llm.errors import ModelError, ModelUnavailable  # noqa: F401 - re-exported
-
 
 @dataclass(frozen=True)
 class ModelToolCall:

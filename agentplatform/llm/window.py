@@ -1,4 +1,4 @@
-"""One model call of the agent loop, fitted to the model's context window (issue 10 item 9).
+"""One model call of the agent loop, fitted to the model's context window.
 
 When the provider answers `context_length_exceeded`, the request is trimmed and sent once more:
 

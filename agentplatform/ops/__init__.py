@@ -1,2 +1,2 @@
-"""Running the platform in production (issue 12): request context and structured logs, health
+"""Running the platform in production: request context and structured logs, health
 and readiness, Prometheus metrics. Not an app: middleware, views and helpers only."""

@@ -1,4 +1,4 @@
-"""`Cache-Control` for what only one person may see (found by a probe in session 6).
+"""`Cache-Control` for what only one person may see.
 
 Approval cards, a conversation, a requester's requests, API answers: a browser or a shared
 proxy must not keep them, or the back button shows them again after sign-out and another user of

@@ -1,4 +1,4 @@
-"""Liveness and readiness (issue 12 item 6), for a load balancer or an orchestrator's probes.
+"""Liveness and readiness, for a load balancer or an orchestrator's probes.
 
 - `GET /healthz`: the process answers (no database, no broker): 200 `{"status": "ok"}`.
 - `GET /readyz`: the process can serve: the database answers `SELECT 1`, every migration is
@@ -22,6 +22,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
+from kombu import Connection
 
 
 def check_database() -> None:
@@ -42,8 +43,6 @@ def check_migrations() -> None:
 
 def check_broker() -> None:
     """Raises when the broker of CELERY_BROKER_URL refuses a connection within 3 s (skipped when eager)."""
-    from kombu import Connection
-
     with Connection(settings.CELERY_BROKER_URL, connect_timeout=3) as conn:
         conn.ensure_connection(max_retries=1, timeout=3)
 

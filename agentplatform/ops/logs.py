@@ -1,4 +1,4 @@
-"""Structured logs (issue 12 item 7): one JSON object per line, carrying the correlation fields
+"""Structured logs: one JSON object per line, carrying the correlation fields
 of the request or task that wrote it, and never a token or secret.
 
 - `RequestContextMiddleware` takes the request id from `X-Request-ID` (when it is a plain token of

@@ -1,7 +1,7 @@
-"""GET /metrics in the Prometheus text format (issue 12 item 5).
+"""GET /metrics in the Prometheus text format.
 
 What is exposed:
-- the section-37 tool metrics of `audit.metrics` (counters and histograms written where tools
+- the tool metrics of `audit.metrics` (counters and histograms written where tools
   are governed, in web and Celery processes alike);
 - HTTP basics (`HttpMetricsMiddleware`): requests by method, route pattern and status, and their
   duration;
@@ -31,17 +31,19 @@ import os
 import time
 from typing import Callable, Iterator
 
+from celery import signals
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotFound
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest,
+                               multiprocess)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from agentplatform import clock
+from agentplatform import clock, correlation
 
 HTTP_REQUESTS = Counter("agentplatform_http_requests", "HTTP requests answered",
                         ["method", "route", "status"])
@@ -78,6 +80,8 @@ class StateCollector:
     """Gauges read from the database at each scrape (see the module docstring)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        # Imported at the scrape: agentplatform.celery imports this module (for its Celery
+        # signals) while the package loads, before Django's models can be.
         from agentplatform.runtime.models import Run
         from agentplatform.runtime.recovery import runs_needing_push
         from approvals.models import ConfirmationRequest
@@ -178,13 +182,10 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 def connect_celery_signals() -> None:
     """Count Celery tasks (state, duration) and, in multiprocess mode, mark an exiting pool
     process dead so its live gauges leave the sum."""
-    from celery import signals
-
     started: dict[str, float] = {}
 
     @signals.task_prerun.connect(weak=False)
     def _prerun(task_id=None, **_):
-        from agentplatform import correlation
         correlation.clear()
         started[task_id] = time.perf_counter()
 
@@ -199,5 +200,4 @@ def connect_celery_signals() -> None:
     @signals.worker_process_shutdown.connect(weak=False)
     def _shutdown(pid=None, **_):
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            from prometheus_client import multiprocess
             multiprocess.mark_process_dead(pid or os.getpid())

@@ -23,6 +23,7 @@ from agentplatform.tenancy.admin_scope import (
     tenant_groups,
 )
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, can_administer_user
 from agentplatform.tenancy.services import mark_group_tenant
 
@@ -208,10 +209,6 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         person is refused: a key is shown only to the person it authenticates, who creates it
         themselves (docs/operations.md, "API keys"). Only for accounts the signed-in administrator
         may administer (tenancy.roles); audited."""
-        # The API app sits on top of every app; import its service when the action runs, so
-        # tenancy (at the bottom) does not depend on it when Django loads.
-        from agentplatform.api.services import api_token_issue
-
         issued, refused = [], []
         for user in queryset.order_by("username"):
             if not can_administer_user(request.user, user):

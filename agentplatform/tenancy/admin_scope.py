@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import Group, Permission
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponseRedirect
@@ -87,8 +89,6 @@ class TenantScopedMixin:
 
     def delete_view(self, request, object_id, extra_context=None):
         """404 before 403: an object outside the scope does not exist for this viewer."""
-        from django.contrib.admin.utils import unquote
-
         if self.get_object(request, unquote(object_id)) is None:
             raise Http404(f"{self.model._meta.verbose_name} not found")
         return super().delete_view(request, object_id, extra_context)
@@ -165,8 +165,6 @@ def refused_response(model_admin: Any, request: HttpRequest, error: DomainError)
     becomes a proposal (`becomes_proposal`, the control plane's CONTROL_CHANGE_REQUIRED) is raised
     again instead, for the middleware that turns it into a pending change: shown as an error, the
     administrator would have no way to propose the change from the admin at all."""
-    from django.contrib import messages
-
     if getattr(error, "becomes_proposal", False):
         raise error
 

@@ -5,6 +5,8 @@ from django.contrib.auth.models import AbstractUser
 from django.db import models, transaction
 from django.utils.crypto import salted_hmac
 
+from agentplatform.tenancy.moves import user_tenant_moved, user_tenant_moving
+
 # What `User._tenant_before_save` answers when the save cannot move the user between tenants.
 _NOT_MOVED = object()
 
@@ -60,8 +62,6 @@ class User(AbstractUser):
         if moved_from is _NOT_MOVED:
             super().save(*args, **kwargs)
             return
-        from agentplatform.tenancy.moves import user_tenant_moved, user_tenant_moving
-
         with transaction.atomic():
             user_tenant_moving(user=self)
             if update_fields is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection
+from guardian.models import UserObjectPermission
 
 from agentplatform.tenancy.actor import current_actor, current_channel
 from agentplatform.tenancy.roles import admin_role
@@ -44,8 +45,6 @@ def user_tenant_moved(*, user: Any, old_tenant_id: int) -> dict[str, int]:
     Raises what a receiver raises (the move is rolled back with it) and AssertionError outside a
     transaction.
     """
-    from guardian.models import UserObjectPermission
-
     assert connection.in_atomic_block, "user_tenant_moved runs inside the transaction of the move"
     grants = 0
     for row in UserObjectPermission.objects.filter(user_id=user.pk).order_by("pk"):

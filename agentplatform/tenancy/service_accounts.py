@@ -19,8 +19,10 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from django.contrib.auth.models import Group, Permission
+from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from agentplatform.errors import PermissionDenied
+from agentplatform.tenancy.models import User
 
 APPROVE_APP_LABEL = "tools"
 APPROVE_CODENAME = "approve_tool"
@@ -51,8 +53,6 @@ def _approve_permission_ids() -> set[int]:
 def groups_holding_approve(group_ids: Iterable[int] | None = None) -> set[int]:
     """Ids of the groups (among `group_ids`, or all) that hold `approve_tool`, on any tool
     (guardian GroupObjectPermission) or globally (Group.permissions)."""
-    from guardian.models import GroupObjectPermission
-
     perm_ids = _approve_permission_ids()
     object_grants = GroupObjectPermission.objects.filter(permission_id__in=perm_ids)
     global_grants = Group.objects.filter(permissions__in=perm_ids)
@@ -66,8 +66,6 @@ def groups_holding_approve(group_ids: Iterable[int] | None = None) -> set[int]:
 def holds_approve(user: Any) -> bool:
     """Whether `user` (saved) holds `approve_tool` anywhere: an object grant, a global permission,
     or a group that holds it."""
-    from guardian.models import UserObjectPermission
-
     perm_ids = _approve_permission_ids()
     if UserObjectPermission.objects.filter(user_id=user.pk, permission_id__in=perm_ids).exists():
         return True
@@ -115,8 +113,6 @@ def check_group_object_grant(row: Any) -> None:
 
 
 def _refuse_group_with_service_accounts(group_ids: Iterable[int]) -> None:
-    from agentplatform.tenancy.models import User
-
     member = User.objects.filter(groups__in=list(group_ids), is_service_account=True).first()
     if member is not None:
         _refuse(f"approve_tool cannot be granted to a group with the service account {member.username}")
@@ -125,8 +121,6 @@ def _refuse_group_with_service_accounts(group_ids: Iterable[int]) -> None:
 def check_memberships(*, user_ids: Iterable[int], group_ids: Iterable[int]) -> None:
     """Before adding users to groups (either side of User.groups): a service account never joins a
     group that holds approve_tool. Raises ServiceAccountRefused."""
-    from agentplatform.tenancy.models import User
-
     service = list(User.objects.filter(pk__in=list(user_ids), is_service_account=True).values_list("username", flat=True))
     if service and groups_holding_approve(group_ids):
         _refuse(f"{service[0]} cannot join a group that holds approve_tool")
@@ -134,8 +128,6 @@ def check_memberships(*, user_ids: Iterable[int], group_ids: Iterable[int]) -> N
 
 def check_user_permissions(*, user_ids: Iterable[int], permission_ids: Iterable[int]) -> None:
     """Before adding global permissions to users (either side of User.user_permissions)."""
-    from agentplatform.tenancy.models import User
-
     if not _approve_permission_ids() & set(permission_ids):
         return
     member = User.objects.filter(pk__in=list(user_ids), is_service_account=True).first()

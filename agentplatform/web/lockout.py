@@ -1,4 +1,4 @@
-"""What a locked-out sign-in gets (django-axes' AXES_LOCKOUT_CALLABLE; issue 9, item 8)."""
+"""What a locked-out sign-in gets (django-axes' AXES_LOCKOUT_CALLABLE)."""
 from __future__ import annotations
 
 from django.conf import settings

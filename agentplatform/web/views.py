@@ -11,12 +11,13 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
+from agentplatform.runtime.demo.seed import suggestions
+from approvals.selectors import may_approve
+
 
 def landing_url(user) -> str:
-    """Where a signed-in person starts (issue 13 item 4): people who may approve (approve_tool on
+    """Where a signed-in person starts: people who may approve (approve_tool on
     some tool) land on the approver dashboard, everyone else on the chat."""
-    from approvals.selectors import may_approve
-
     return reverse("approvals:pending") if may_approve(user=user) else reverse("chat")
 
 
@@ -34,8 +35,6 @@ def chat(request: HttpRequest) -> HttpResponse:
     cards. `?c=<conversation id>` opens that conversation (the script checks it through the API,
     so another user's id simply shows "not found"). The suggestions name demo orders of the user's
     tenant that the demo's story leaves fresh (agentplatform.runtime.demo.seed.suggestions)."""
-    from agentplatform.runtime.demo.seed import suggestions
-
     tenant = getattr(request.user, "tenant", None)
     return render(request, "chat/chat.html", {
         "conversation_id": request.GET.get("c", "")[:64],

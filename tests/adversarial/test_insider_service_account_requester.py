@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from guardian.shortcuts import assign_perm
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import User

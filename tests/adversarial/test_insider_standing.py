@@ -12,7 +12,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from rest_framework.test import APIClient
 
 from agentplatform import clock
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.controlplane.errors import (
     ControlChangeAlreadyDecided,
     ControlChangeExpired,

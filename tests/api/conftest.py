@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime import services
 from agentplatform.runtime.outcome import RunOutcome
 

@@ -1,4 +1,4 @@
-"""API keys (issue 9, item 7): django-rest-knox digests only, shown once, expiry, name, last use,
+"""API keys: django-rest-knox digests only, shown once, expiry, name, last use,
 revocation by the owner and their tenant administrator (another tenant: 404), audited, and the
 migration of DRF's clear-text tokens."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_key_issue
+from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.tenancy.models import User
 from audit.models import AuditEvent
 from tests.api.conftest import assert_error

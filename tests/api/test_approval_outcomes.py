@@ -1,4 +1,4 @@
-"""Issue 13 item 1: the approvers' API shows the facts beside the arguments and the real outcome
+"""The approvers' API shows the facts beside the arguments and the real outcome
 of the execution (a refused or failed call is never EXECUTED); the run API says the same."""
 from __future__ import annotations
 

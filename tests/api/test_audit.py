@@ -66,7 +66,7 @@ def test_bad_filters_are_400(api, approver1):
     assert_error(client.get("/api/v1/audit-events/?decision=MAYBE"), 400, "INVALID_ARGUMENTS")
     assert_error(client.get("/api/v1/audit-events/", {"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}),
                  400, "INVALID_ARGUMENTS")
-    assert_error(client.get("/api/v1/audit-events/?format=xml"), 400, "INVALID_ARGUMENTS")  # issue 15: the enum
+    assert_error(client.get("/api/v1/audit-events/?format=xml"), 400, "INVALID_ARGUMENTS")  # format is an enum
 
 
 def test_cursor_pagination_walks_every_event_once(api, approver1, requester):

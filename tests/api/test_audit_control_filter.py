@@ -1,4 +1,4 @@
-"""The auditor filters and exports control-plane changes (issue 9, item 6)."""
+"""The auditor filters and exports control-plane changes."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 15, items 1-3: every failure under /api/ answers the error body. Inputs that used to reach
+"""Every failure under /api/ answers the error body. Inputs that used to reach
 Django's HTML "Server Error (500)" page get a 400 with a stable code, and whatever still escapes
 becomes a 500 error body with a request id that is logged with its traceback, never shown."""
 from __future__ import annotations

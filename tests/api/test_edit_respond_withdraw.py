@@ -1,4 +1,4 @@
-"""Issue 13 items 3 and 6 through the API: approvers edit the arguments or respond with guidance;
+"""Through the API: approvers edit the arguments or respond with guidance;
 requesters list their requests and withdraw a pending one. Roles, tenants, stable error codes,
 "nothing changed" on refusal, and what the run and the model are told."""
 from __future__ import annotations

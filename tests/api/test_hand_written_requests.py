@@ -1,5 +1,4 @@
-"""Hand-written requests a client library would never send (found by a new user's probe in session
-6): every answer under /api/ is the JSON error body with a stable code, and the server enforces
+"""Hand-written requests a client library would never send: every answer under /api/ is the JSON error body with a stable code, and the server enforces
 what the schema states, no more and no less."""
 from __future__ import annotations
 

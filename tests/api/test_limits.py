@@ -1,4 +1,4 @@
-"""Limits (issue 9, item 8): per-user rates on chat, confirm, approve and API-key endpoints (429
+"""Limits: per-user rates on chat, confirm, approve and API-key endpoints (429
 THROTTLED + Retry-After), failed sign-ins locked out per username and per IP (django-axes), and
 random confirmation tokens leave a sample of audit rows, not one each."""
 from __future__ import annotations

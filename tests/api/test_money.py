@@ -1,4 +1,4 @@
-"""Issue 13 item 2 through the API: one amount has one canonical form (the currency's minor unit)
+"""Money through the API: one amount has one canonical form (the currency's minor unit)
 before hashing, display and execution; more precision than the currency has, NaN, Infinity and
 non-positive amounts are refused with a stable code, never rounded."""
 from __future__ import annotations

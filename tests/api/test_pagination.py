@@ -1,4 +1,4 @@
-"""Cursor pagination never loses or repeats rows (issue 9, item 6): every cursor-paginated list
+"""Cursor pagination never loses or repeats rows: every cursor-paginated list
 orders on a unique key; 23 audit events sharing one occurred_at page forward and back whole."""
 from __future__ import annotations
 

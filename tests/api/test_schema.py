@@ -19,7 +19,7 @@ ENDPOINTS = {
     ("/api/v1/approvals/{request_id}/approve/", "post"), ("/api/v1/approvals/{request_id}/reject/", "post"),
     ("/api/v1/audit-events/", "get"),
     ("/api/v1/api-keys/", "get"), ("/api/v1/api-keys/", "post"), ("/api/v1/api-keys/{key_id}/", "delete"),
-    # issue 13 items 3 and 6
+    # the approver's edit and respond, the requester's withdraw
     ("/api/v1/approvals/{request_id}/edit/", "post"), ("/api/v1/approvals/{request_id}/respond/", "post"),
     ("/api/v1/my-requests/", "get"), ("/api/v1/my-requests/{request_id}/withdraw/", "post"),
 }
@@ -68,7 +68,7 @@ def test_swagger_ui_is_served_by_the_project_without_a_cdn(client, db):
 
 
 
-# --- issue 15, items 4 and 5: the schema states what the server enforces --------------------------
+# --- the schema states what the server enforces ---------------------------------------------------
 
 def _nullable_to_types(schema):
     """An Open API 3.0 schema as plain JSON Schema (`nullable: true` -> a null type), recursively."""

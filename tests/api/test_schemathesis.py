@@ -1,4 +1,4 @@
-"""Schemathesis against the live test server (issue 15, item 6), once per persona: a requester
+"""Schemathesis against the live test server, once per persona: a requester
 with pending calls of their own, an approver with a request to decide, an auditor.
 
 Each run is the `st run` command a person would type, pointed at the schema the server serves:

@@ -1,4 +1,4 @@
-"""Truthful answers to the client (issue 8 items 11, 13-15; docs/decisions.md): a retryable run
+"""Truthful answers to the client (docs/decisions.md): a retryable run
 failure does not pin its Idempotency-Key, an error body names the run whose outcome the client can
 read, a committed decision is answered as committed even when its resume cannot be enqueued, and a
 holder that lost its run can neither execute nor collide on event numbers."""

@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.redaction import MaskingFilter, mask_text, split_open_tail
 from agentplatform.runtime import services
 from agentplatform.runtime.events import EventRecorder

@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
-from agentplatform.api.services import api_key_issue
+from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.services import control_change_propose
 from agentplatform.runtime import services as runtime

@@ -14,7 +14,7 @@ from django.urls import reverse
 from guardian.shortcuts import assign_perm, remove_perm
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_key_issue
+from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.controlplane.errors import (
     ControlChangeAlreadyDecided,
     ControlChangeForbidden,

@@ -13,7 +13,7 @@ from guardian.models import UserObjectPermission
 from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.tenancy.models import User
 from agentplatform.tenancy.service_accounts import ServiceAccountRefused

@@ -12,7 +12,7 @@ from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
 from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_key_issue
+from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.tenancy.admin_scope import TenantScopedMixin
 from agentplatform.tenancy.models import Tenant, TenantGroup, User

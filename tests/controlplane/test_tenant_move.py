@@ -14,7 +14,7 @@ from guardian.shortcuts import assign_perm
 from rest_framework.test import APIClient
 
 from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Run
 from agentplatform.controlplane.errors import ControlChangeRequired

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from agentplatform.llm.client import reset_client
+from agentplatform.llm.factory import reset_client
 from tests.llm.fake_openai_server import FakeOpenAIServer
 
 TEST_API_KEY = "sk-test-4f1c9a1b2c3d4e5f"

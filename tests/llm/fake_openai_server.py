@@ -1,6 +1,6 @@
 """A local HTTP server that speaks OpenAI's chat-completions protocol from a script.
 
-Tests of the real SDK path (DESIGN section 6) point `openai.OpenAI(base_url=server.url)` here.
+Tests of the real SDK path (the same code with a real endpoint as with the offline model) point `openai.OpenAI(base_url=server.url)` here.
 A test enqueues responses in order, each either a JSON body with a status code or a list of SSE
 chunks to stream (optionally dropping the connection part-way), and afterwards inspects the
 requests the server received. Builders below produce payloads shaped like OpenAI's own.
@@ -344,7 +344,7 @@ def validate_request(body: Any, mode: str = "openai") -> str:
     return ""
 
 
-# -- provider shapes (issue 10): each a named builder, streamed and not --------------------------
+# -- provider shapes (docs/providers.md): each a named builder, streamed and not ----------------
 #
 # A call is a dict {"id", "name", "arguments", "index"}; a key left out is left out on the wire
 # too, and "arguments" may be any JSON value (some providers send an object). docs/providers.md

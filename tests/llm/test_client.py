@@ -7,8 +7,10 @@ import time
 import openai
 import pytest
 
-from agentplatform.llm.client import OFFLINE_BASE_URL, complete, get_client, reset_client
-from agentplatform.llm.types import ModelToolCall, ModelUnavailable
+from agentplatform.llm.client import complete
+from agentplatform.llm.errors import ModelUnavailable
+from agentplatform.llm.factory import OFFLINE_BASE_URL, get_client, reset_client
+from agentplatform.llm.types import ModelToolCall
 from tests.llm.conftest import TEST_API_KEY
 from tests.llm.fake_openai_server import (
     chunk,
@@ -217,7 +219,7 @@ def test_get_client_is_cached_per_settings_and_offline_without_key(settings):
         reset_client()
 
 
-# -- the answer read as decoded JSON (issue 11): any part of the wrong JSON type is ignored, never a crash
+# -- the answer read as decoded JSON (docs/performance.md): any part of the wrong JSON type is ignored, never a crash
 
 def _client_answering(content_type: str, body: bytes) -> openai.OpenAI:
     """An SDK client whose endpoint answers every request with `body` under `content_type`."""

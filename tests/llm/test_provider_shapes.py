@@ -1,6 +1,6 @@
-"""Issue 10: every provider shape read right, every provider failure reported clearly.
+"""Every provider shape read right, every provider failure reported clearly (docs/providers.md).
 
-Each numbered case of the issue goes through `POST /api/v1/chat/`, the real agent loop and the
+Each shape and failure goes through `POST /api/v1/chat/`, the real agent loop and the
 real `openai` SDK against the local fake server, streamed and not where both apply. A strict
 fake server (tests/llm/fake_openai_server.validate_request) answers 400 to any request a strict
 provider would refuse, so a history the platform replays wrongly fails the run here. Each test
@@ -16,8 +16,8 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
-from agentplatform.llm.client import reset_client
+from agentplatform.tenancy.credentials import api_token_issue
+from agentplatform.llm.factory import reset_client
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Message, Run, RunEvent
 from approvals.models import ConfirmationRequest

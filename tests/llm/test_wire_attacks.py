@@ -1,4 +1,4 @@
-"""Provider answers that a model wire must survive (found by an attack in session 6): deeply nested
+"""Provider answers that a model wire must survive (found by attacking it): deeply nested
 arguments, unreadable bytes, two calls at one index, a cut turn in user-controlled execution, a
 truncating finish_reason followed by another, a refusal or a legacy function_call, over-limit
 arguments replayed. A complete turn's calls run exactly once; anything else is refused with a stable
@@ -12,8 +12,8 @@ import openai
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform.api.services import api_token_issue
-from agentplatform.llm import client as llm_client
+from agentplatform.tenancy.credentials import api_token_issue
+from agentplatform.llm import factory as llm_factory
 from agentplatform.llm.client import complete
 from agentplatform.llm.errors import ModelUnavailable
 from agentplatform.runtime import loop, services
@@ -57,9 +57,9 @@ def provider(settings):
     with FakeOpenAIServer() as server:
         settings.LLM_API_KEY, settings.LLM_BASE_URL = "sk-test-4f1c9a1b2c3d4e5f", server.url
         settings.LLM_MODEL, settings.LLM_MAX_RETRIES = "gpt-4o-mini", 0
-        llm_client.reset_client()
+        llm_factory.reset_client()
         yield server
-    llm_client.reset_client()
+    llm_factory.reset_client()
 
 
 # -- F1: a model's deeply nested (but small) arguments crash the request with a 500 ---------------
@@ -86,7 +86,7 @@ def test_f1_deeply_nested_arguments_are_refused_not_a_500(requester, provider, s
 ], ids=["non_utf8_byte", "deeply_nested_chunk"])
 def test_f2_unreadable_stream_is_model_unavailable_not_a_500(requester, settings, monkeypatch, body):
     settings.LLM_STREAM = True
-    monkeypatch.setattr(llm_client, "get_client", lambda: _answering(body))
+    monkeypatch.setattr(llm_factory, "get_client", lambda: _answering(body))
 
     response = _chat(requester, "list my orders")
 
@@ -123,12 +123,12 @@ def test_f3_two_calls_at_one_index_are_not_merged_into_a_third(requester, settin
         _choice({"tool_calls": [{"index": 0, "id": "call_b", "type": "function", "function": {
             "name": "cancel_order", "arguments": '{"order_id":"A202607290001","reason":"customer changed their mind"}'}}]}),
         _choice({}, "tool_calls"))
-    monkeypatch.setattr(llm_client, "get_client", lambda: _answering(body))
+    monkeypatch.setattr(llm_factory, "get_client", lambda: _answering(body))
 
     response = _chat(requester, "cancel A202607290001")
 
     # no CRITICAL refund built from cancel_order's arguments: the refund without arguments is a
-    # broken call, so the whole turn is refused (nothing in it runs; issue 2 item 9), and both calls
+    # broken call, so the whole turn is refused (nothing in a turn with a broken call runs), and both calls
     # are answered
     assert response.status_code == 200, response.content[:300]
     assert not ConfirmationRequest.objects.exists()

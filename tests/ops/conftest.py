@@ -1,4 +1,4 @@
-"""Fixtures of the production-serving tests (issue 12)."""
+"""Fixtures of the production-serving tests."""
 from __future__ import annotations
 
 

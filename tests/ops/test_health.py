@@ -1,4 +1,4 @@
-"""Issue 12 item 6: /healthz (liveness) and /readyz (database, migrations, broker)."""
+"""/healthz (liveness) and /readyz (database, migrations, broker)."""
 from __future__ import annotations
 
 import pytest
@@ -65,7 +65,7 @@ def test_readyz_is_200_with_a_reachable_broker(client, db, settings):
 
 
 def test_readyz_answers_within_seconds_when_the_database_does_not(client, db, monkeypatch):
-    # found by an operations probe (session 6): an unreachable database held /readyz for the pool's
+    # an unreachable database used to hold /readyz for the pool's
     # timeout twice (database, then migrations): 62 s
     import time
 

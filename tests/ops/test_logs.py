@@ -1,4 +1,4 @@
-"""Issue 12 item 7: JSON log lines with the request id and the correlation fields; the request id
+"""JSON log lines with the request id and the correlation fields; the request id
 echoed and recorded on runs and audit rows; no token or secret in any log line."""
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def masked_log_lines():
 
 
 def test_a_password_reset_links_token_never_reaches_the_logs(client, db, masked_log_lines):
-    # found by an operations probe (session 6): the access line recorded the link's token
+    # the access line used to record the link's token
     client.get("/accounts/reset/NA/dix185-3c8049ef09a95ef19c02e0199a7cf500/")
 
     text = masked_log_lines()

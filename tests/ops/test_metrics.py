@@ -1,4 +1,4 @@
-"""Issue 12 item 5: GET /metrics with the thirteen metrics of seed 002 section 37, restricted."""
+"""GET /metrics with the thirteen tool metrics of `audit.metrics` and the HTTP and Celery basics, restricted."""
 from __future__ import annotations
 
 import re
@@ -75,7 +75,7 @@ def test_a_governed_story_moves_the_counters(requester, nobody, settings):
     assert delta("tool_duplicate_execution_prevented_count") == 1
     assert delta("tool_selection_count") >= 3  # proposed, executed on confirmation, repeated
     assert sample("agentplatform_tool_execution_duration_ms_count", **labels) > duration_before
-    # labels carry section 37's dimensions
+    # labels carry the tool metrics' dimensions: tool, model, tenant, scenario, prompt version
     families = {f.name: f for f in REGISTRY.collect()}
     ours = [s for s in families["agentplatform_tool_execution_count"].samples
             if s.labels["tool"] == "cancel_order" and s.labels["tenant"] == str(requester.tenant_id)
@@ -140,7 +140,7 @@ def _label_values(family: str, label: str) -> set:
 
 
 def test_no_label_takes_a_value_the_model_or_an_approver_chose():
-    # found by an operations probe (session 6): the decisions counter took the raw invented name
+    # the decisions counter used to take the raw invented name
     # (a model can put personal data in it) and a new status per edit revision
     metrics.audit_decision(tool_name="lookup_customer_13812345678_liu.yang@example.com", decision="NOT_FOUND",
                            status="TOOL_NOT_FOUND", tenant_id=1)

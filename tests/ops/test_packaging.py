@@ -1,4 +1,4 @@
-"""Issue 12 items 9 and 10, what can be checked without a container engine: the requirements
+"""Packaging, what can be checked without a container engine: the requirements
 split, and that the Dockerfile and compose.yaml run the commands the Makefile runs."""
 from __future__ import annotations
 

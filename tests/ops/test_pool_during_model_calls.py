@@ -1,6 +1,5 @@
-"""Slow model calls do not hold pooled database connections (found by an operations probe in
-session 6): with DB_POOL_MAX_SIZE=1 and a model that takes 2 s, two chats at once both answer,
-where the second used to wait for the only connection until DB_POOL_TIMEOUT and fail (in a web
+"""Slow model calls do not hold pooled database connections: with DB_POOL_MAX_SIZE=1 and a model
+that takes 2 s, two chats at once both answer, where the second used to wait for the only connection until DB_POOL_TIMEOUT and fail (in a web
 process, approval pages answered 500 the same way). Real processes, a real pool, PostgreSQL."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 items 1, 2, 5, 7 against the production server process: gunicorn with two uvicorn
+"""Serving, Server-Sent Events, metrics and logs against the production server process: gunicorn with two uvicorn
 workers on the PostgreSQL test database (committed data: transactional tests)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import conversation_create

@@ -1,4 +1,4 @@
-"""Issue 12 item 2 in-process: the async stream served to ASGI requests (Django's AsyncClient),
+"""Server-Sent Events in-process: the async stream served to ASGI requests (Django's AsyncClient),
 on whichever database the suite runs: LISTEN/NOTIFY on PostgreSQL, polling on SQLite."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.api.sse_hub import get_hub
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Run

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 from agentplatform.api.models import ApiKey
-from agentplatform.api.services import api_token_issue
+from agentplatform.tenancy.credentials import api_token_issue
 
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Conversation, Run, RunEvent

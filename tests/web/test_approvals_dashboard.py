@@ -141,7 +141,7 @@ def test_stale_page_cannot_decide_an_expired_request(client, approver1, refund_r
 
 def test_a_request_past_its_deadline_is_settled_when_the_dashboard_is_read(client, approver1, refund_request,
                                                                           monkeypatch):
-    # No beat ran: reading the page settles it (issue 8 item 9, settle-on-read), audited EXPIRED.
+    # No beat ran: reading the page settles it (settle-on-read, docs/decisions.md), audited EXPIRED.
     monkeypatch.setattr(clock, "now", lambda: refund_request.expires_at + datetime.timedelta(seconds=1))
 
     assert _page(client, approver1).context["rows"] == []
@@ -226,7 +226,7 @@ def test_my_requests_and_history_page_through_with_the_shared_pager(client, requ
 
 
 def test_a_second_click_says_the_first_decision_stands(client, approver1, refund_request):
-    # found by a probe (session 6): a double submit read "your decision was not recorded"
+    # a double submit used to read "your decision was not recorded"
     _page(client, approver1)
     first = client.post(_approve_url(refund_request), {"comment": "ok"})
     again = client.post(_approve_url(refund_request), {"comment": "ok"})
@@ -240,7 +240,7 @@ def test_a_second_click_says_the_first_decision_stands(client, approver1, refund
 @pytest.mark.parametrize("action", ["reject", "approve-to-quorum"])
 def test_a_second_click_after_the_first_ended_the_request_says_it_stands(client, approver1, approver2,
                                                                          refund_request, action):
-    # found by a review (session 6): once the first click ended the request, the second read
+    # once the first click ended the request, the second used to read
     # "your decision was not recorded"
     if action == "approve-to-quorum":
         approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver2)

@@ -1,4 +1,4 @@
-"""Item 4 of issue 13 through Django's test client: approvers land on /approvals/, the navigation
+"""Finding the work, through Django's test client: approvers land on /approvals/, the navigation
 counts what they may decide, the dashboard's poll says what changed, a notification's link opens
 the request."""
 from __future__ import annotations

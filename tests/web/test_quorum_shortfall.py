@@ -1,4 +1,4 @@
-"""A pending request whose quorum can no longer be reached says so (found by a probe in session 6):
+"""A pending request whose quorum can no longer be reached says so:
 the requester's page and the API showed "PENDING 1 / 2" until the request expired, although nobody
 else could decide it."""
 from __future__ import annotations

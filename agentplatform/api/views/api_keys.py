@@ -15,11 +15,12 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import (ApiView, PagePagination, StrictCharField, StrictInputSerializer,
-                                    StrictIntegerField, paginated_response)
+from agentplatform.api.base import ApiView
+from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, StrictIntegerField
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.selectors import api_keys_for
-from agentplatform.api.services import api_key_issue, api_key_revoke
+from agentplatform.tenancy.credentials import api_key_issue, api_key_revoke
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import InvalidInput, NotFound
 from agentplatform.tenancy.roles import is_platform_operator

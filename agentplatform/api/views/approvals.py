@@ -10,7 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.errors import NotFound
@@ -223,7 +225,7 @@ class ApprovalRejectApi(ApiView):
 
 
 class ApprovalEditApi(ApiView):
-    """Edit the arguments of a request I may decide (issue 13 item 3; docs/approvals.md)."""
+    """Edit the arguments of a request I may decide (docs/approvals.md)."""
 
     throttle_classes = [ApiScopeThrottle]
     throttle_scope = "approve"
@@ -263,7 +265,7 @@ class ApprovalEditApi(ApiView):
 
 
 class ApprovalRespondApi(ApiView):
-    """Answer with guidance for the assistant instead of a decision (issue 13 item 3)."""
+    """Answer with guidance for the assistant instead of a decision (docs/approvals.md)."""
 
     throttle_classes = [ApiScopeThrottle]
     throttle_scope = "approve"

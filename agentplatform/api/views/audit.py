@@ -10,9 +10,9 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from agentplatform import clock
-from agentplatform.api.base import (ApiView, StrictCharField, StrictCursorPagination, StrictDateTimeField,
-                                    query_values)
-from agentplatform.api.pagination import UniqueKeyCursorPagination
+from agentplatform.api.base import ApiView
+from agentplatform.api.pagination import StrictCursorPagination, UniqueKeyCursorPagination
+from agentplatform.api.serializers import StrictCharField, StrictDateTimeField, query_values
 from agentplatform.errors import InvalidInput
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
 from agentplatform.api.schema import COMMON, errors

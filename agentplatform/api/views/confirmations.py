@@ -9,10 +9,13 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
+from agentplatform.runtime.models import Run
 from approvals import requester_actions
+
 from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
@@ -36,8 +39,6 @@ class ConfirmationSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_run_status(self, request: ConfirmationRequest) -> str | None:
-        from agentplatform.runtime.models import Run
-
         return Run.objects.filter(pk=request.run_id).values_list("status", flat=True).first() if request.run_id else None
 
 

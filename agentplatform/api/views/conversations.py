@@ -8,7 +8,9 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.selectors import (

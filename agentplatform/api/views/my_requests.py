@@ -1,4 +1,4 @@
-"""The requester's side of their gated calls (issue 13 item 6): GET /api/v1/my-requests/ and
+"""The requester's side of their gated calls: GET /api/v1/my-requests/ and
 POST /api/v1/my-requests/{id}/withdraw/. Only the caller's own requests; anyone else's is 404."""
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentplatform import clock
-from agentplatform.api.base import ApiView, PagePagination, StrictCharField, paginated_response, query_values, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.api.views.approvals import ApprovalRequestSerializer

@@ -18,7 +18,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform.api.base import ApiView, StrictCharField, StrictInputSerializer
+from agentplatform.api.base import ApiView
+from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.api.sse_hub import run_event_stream_async

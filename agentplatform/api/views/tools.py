@@ -15,7 +15,7 @@ from tools.selectors import offered_tools
 
 class ToolListApi(ApiView):
     """The tools the agent may call for me right now: enabled, allowed for my tenant, `use_tool`
-    held (DESIGN section 5.1), with the risk and approval policy that apply after admin overrides."""
+    held, with the risk and approval policy that apply after admin overrides."""
 
     @extend_schema_serializer(component_name="Tool")
     class OutputSerializer(serializers.Serializer):

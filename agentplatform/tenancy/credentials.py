@@ -1,4 +1,10 @@
-"""Writes of the API app: API keys for programs (django-rest-knox, digest only).
+"""Credentials: API keys for programs (django-rest-knox, digest only): issue, revoke, prune.
+
+Each public function runs in a transaction of its own; `api_key_revoke` and `api_token_issue` join
+a caller's when there is one (the admin's delete view and action call them inside theirs), the
+others are durable. None requires a caller's transaction. The key model is knox's swapped token model (KNOX_TOKEN_MODEL, `api.ApiKey`), looked
+up through `knox.models.get_token_model()` as `get_user_model()` is, so tenancy does not import
+the API layer above it.
 
 Who receives a key (docs/operations.md, "API keys"; docs/roles.md): a key's secret is shown once,
 to the user it authenticates and to no one else. Administrators and operators list and revoke
@@ -12,15 +18,19 @@ from __future__ import annotations
 import datetime
 import uuid
 from contextlib import nullcontext
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentplatform.api.models import ApiKey
+from knox.models import get_token_model
+
 from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
 from agentplatform.tenancy.actor import acting_as
+from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
 from agentplatform.tenancy.service_accounts import is_service_account
+from audit import events
 
 
 class KeyForAnotherPerson(PermissionDenied):
@@ -30,8 +40,8 @@ class KeyForAnotherPerson(PermissionDenied):
     code = "KEY_FOR_ANOTHER_PERSON"
 
 
-def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=None) -> tuple[ApiKey, str]:
-    """Create an API key for `user`; return (the stored ApiKey, the raw key shown once).
+def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=None) -> tuple[Any, str]:
+    """Create an API key for `user`; return (the stored ApiKey row, the raw key shown once).
 
     expires_in_days: None = API_KEY_TTL_DAYS; 0 = never (refused when API_KEY_TTL_DAYS > 0 and
     API_KEY_ALLOW_NO_EXPIRY is off). actor: who asked and will see the key: the owner, or for a
@@ -47,7 +57,7 @@ def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=
 
 
 @transaction.atomic(durable=True)
-def _api_key_create(*, user, name: str, expires_in_days: int | None, actor) -> tuple[ApiKey, str]:
+def _api_key_create(*, user, name: str, expires_in_days: int | None, actor) -> tuple[Any, str]:
     if not user.is_active:
         raise PermissionDenied("an inactive user cannot have an API key")
     name = (name or "").strip()[:100]
@@ -58,7 +68,7 @@ def _api_key_create(*, user, name: str, expires_in_days: int | None, actor) -> t
     # Audited by the control-plane receivers (agentplatform.controlplane, kind api_token) in this
     # transaction, with `actor` as the actor (None: the row says no actor was named).
     with acting_as(actor) if actor is not None else nullcontext():
-        key, raw = ApiKey.objects.create(user=user, expiry=datetime.timedelta(days=days) if days else None, name=name)
+        key, raw = get_token_model().objects.create(user=user, expiry=datetime.timedelta(days=days) if days else None, name=name)
     return key, raw
 
 
@@ -68,8 +78,6 @@ def require_may_receive_key(*, actor, owner) -> None:
     administrator of its tenant. Raises KeyForAnotherPerson for another person (whoever asks:
     administrators and operators list and revoke keys, never receive one for someone else) and
     PermissionDenied for a service account the actor does not administer. Returns None."""
-    from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
-
     if actor.pk == owner.pk:
         return
     if not is_service_account(owner):
@@ -87,8 +95,6 @@ def require_may_receive_key(*, actor, owner) -> None:
 def _require_or_audit(*, actor, owner) -> None:
     """`require_may_receive_key`, with a refusal written to the trail (outside any transaction:
     nothing was created to roll back) before it is raised."""
-    from audit import events
-
     try:
         require_may_receive_key(actor=actor, owner=owner)
     except PermissionDenied as error:
@@ -103,8 +109,6 @@ def _require_or_audit(*, actor, owner) -> None:
 def _may_manage(actor, owner) -> bool:
     """The owner, a platform operator, or a tenant administrator of the owner's tenant (never for
     a superuser's keys) (docs/roles.md)."""
-    from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
-
     if actor.pk == owner.pk or admin_role(actor) == PLATFORM_OPERATOR:
         return True
     return (admin_role(actor) == TENANT_ADMINISTRATOR and not owner.is_superuser
@@ -116,7 +120,7 @@ def api_key_revoke(*, public_id: uuid.UUID | str, actor) -> None:
     """Revoke (delete) one API key: by its owner, a tenant administrator of the owner's tenant, or
     a platform operator. Raises NotFound for an unknown key or one the actor may not manage (another
     tenant's key answers 404, not 403). Audited (CONTROL_CHANGE, api_token, DELETED)."""
-    key = (ApiKey.objects.select_for_update(of=("self",)).select_related("user")
+    key = (get_token_model().objects.select_for_update(of=("self",)).select_related("user")
            .filter(public_id=public_id).first())
     if key is None or not _may_manage(actor, key.user):
         raise NotFound("unknown API key")
@@ -148,9 +152,9 @@ def _api_token_create(*, user, rotate: bool, name: str, actor, expires_in_days: 
     _check_expiry(days)
     with acting_as(actor) if actor is not None else nullcontext():
         if rotate:
-            for key in ApiKey.objects.filter(user=user):
+            for key in get_token_model().objects.filter(user=user):
                 key.delete()  # audited by the control-plane receivers, one row per key
-        key, raw = ApiKey.objects.create(user=user, name=(name or "default").strip()[:100] or "default",
+        key, raw = get_token_model().objects.create(user=user, name=(name or "default").strip()[:100] or "default",
                                          expiry=datetime.timedelta(days=days) if days else None)
     return raw
 
@@ -166,7 +170,7 @@ def api_keys_revoke_for_moved_user(sender, *, user, old_tenant_id, **kwargs) -> 
     """On `user_tenant_changed` (inside the move's transaction): revoke every API key of the moved
     user; each deletion is audited by the control-plane receivers. Returns how many."""
     revoked = 0
-    for key in ApiKey.objects.filter(user=user).order_by("created"):
+    for key in get_token_model().objects.filter(user=user).order_by("created"):
         key.delete()
         revoked += 1
     return revoked
@@ -174,5 +178,5 @@ def api_keys_revoke_for_moved_user(sender, *, user, old_tenant_id, **kwargs) -> 
 
 def api_keys_expired_prune() -> int:
     """Delete expired keys (knox deletes them on sight too); returns how many."""
-    deleted, _ = ApiKey.objects.filter(expiry__lt=timezone.now()).delete()
+    deleted, _ = get_token_model().objects.filter(expiry__lt=timezone.now()).delete()
     return deleted

@@ -1,0 +1,146 @@
+"""One model call's HTTP exchange under one deadline, in a helper thread.
+
+The whole call (connect, retries with their waits, every chunk of a stream) has one deadline,
+`LLM_DEADLINE_SECONDS`: the SDK's timeout applies per read, so a stream dripping a chunk every few
+seconds would otherwise never end. `Exchange` runs the HTTP side in its own thread and hands each
+chunk over a queue; `exchange_items()`, in the caller's thread (which owns the database connection
+and the `on_text` callback), waits on the queue for at most what is left of the deadline, then
+abandons the call (the helper stops at its next chunk or read timeout and closes the response) and
+raises `ModelTimeout`.
+
+Retries are ours, not the SDK's (`max_retries=0` on the wire): 429 rate limits, 408/409, 5xx and
+connection errors are retried up to `client.max_retries` times with the provider's Retry-After (or
+exponential backoff with jitter), never past the deadline. The failures `model_error` maps to a
+non-retryable ModelError are raised at once.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import openai
+from django.conf import settings
+
+from agentplatform.llm.errors import ModelTimeout, model_error
+
+logger = logging.getLogger(__name__)
+
+# A Retry-After longer than this is not waited for (the SDK's own limit, MAX_RETRY_AFTER_DELAY).
+MAX_RETRY_AFTER_SECONDS = 60.0
+
+
+def _retry_delay(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before attempt `attempt + 1`, or None when the failure must not be retried
+    (the server said `x-should-retry: false`, or asked to wait longer than MAX_RETRY_AFTER_SECONDS)."""
+    response = getattr(exc, "response", None)
+    headers = response.headers if response is not None else {}
+    if headers.get("x-should-retry") == "false":
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value:
+            try:
+                seconds = float(value) * scale
+            except ValueError:
+                continue
+            return seconds if 0 <= seconds <= MAX_RETRY_AFTER_SECONDS else None
+    return min(0.5 * 2 ** attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+# -- one call under a deadline ----------------------------------------------------------------------
+
+END = object()  # what the exchange puts on its queue after the last item
+_ABANDONED = object()  # what `_create` returns when the caller gave up during a retry wait
+
+
+class Exchange(threading.Thread):
+    """The HTTP side of one model call, in its own thread: create (with our retries), then put each
+    stream chunk (or the one completion) on `items`, then `END`; an exception is put instead.
+    `abandon()` makes it stop at its next chunk or retry wait and close the response.
+
+    client: the SDK client (its `max_retries` is the number of our retries). request: the
+    chat-completions body, `stream` left out. stream: ask for an SSE stream. deadline: the
+    `time.monotonic()` instant past which no attempt or retry wait starts. model: named in errors.
+    """
+
+    def __init__(self, client: openai.OpenAI, request: dict[str, Any], *, stream: bool, deadline: float,
+                 model: str) -> None:
+        super().__init__(name="model-call", daemon=True)
+        self.client, self.request, self.stream, self.deadline, self.model = client, request, stream, deadline, model
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.abandoned = threading.Event()
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+
+    def run(self) -> None:
+        try:
+            response = self._create()
+            if response is _ABANDONED:
+                return
+            if not self.stream:
+                self.items.put(response)  # a JSON `null` body too: the caller answers MODEL_UNAVAILABLE
+            else:
+                with response:
+                    for chunk in response:
+                        if self.abandoned.is_set():
+                            return
+                        self.items.put(chunk)
+            self.items.put(END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            self.items.put(exc)
+
+    def _create(self) -> Any:
+        sdk = self.client.with_options(max_retries=0)
+        attempts = max(int(self.client.max_retries), 0) + 1
+        for attempt in range(attempts):
+            remaining = self.deadline - time.monotonic()
+            timeout = min(float(settings.LLM_TIMEOUT_SECONDS), max(remaining, 0.05))
+            try:
+                # The request is already chat-completions wire JSON (normalize.replay_messages and
+                # the tools' JSON schemas), so it is posted as it is, through the SDK's documented
+                # `client.post` for raw requests: `create` first walks every message and tool
+                # schema with its TypedDict transform, which changes nothing in such a body and
+                # cost 1.8 ms per call (docs/performance.md). The answer comes back as the decoded JSON
+                # (`cast_to=object`, `Stream[object]`; the SDK still decodes the SSE, raises the
+                # stream's error events and maps HTTP errors): building a ChatCompletionChunk
+                # model per chunk cost about 0.1 ms each, half of an offline call, and grows with
+                # every token a real model streams; the SDK's construction never validated them.
+                return sdk.post("/chat/completions", body={**self.request, "stream": self.stream},
+                                cast_to=object, options={"timeout": timeout}, stream=self.stream,
+                                stream_cls=openai.Stream[object])
+            except (openai.OpenAIError, httpx2.TransportError) as exc:
+                error = model_error(exc, client=self.client, model=self.model)
+                delay = _retry_delay(exc, attempt) if error.retryable else None
+                if delay is None or attempt + 1 >= attempts or time.monotonic() + delay >= self.deadline:
+                    raise error from None
+                logger.info("model call attempt %d failed (%s); retrying in %.2fs", attempt + 1, error.code, delay)
+                if self.abandoned.wait(delay):
+                    return _ABANDONED
+        return _ABANDONED
+
+
+def exchange_items(exchange: Exchange, deadline: float, seconds: float) -> Iterator[Any]:
+    """What the exchange produces, until its end; raises ModelTimeout when the deadline passes
+    first (the exchange is abandoned) and re-raises what the exchange raised."""
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise queue.Empty
+            item = exchange.items.get(timeout=remaining)
+        except queue.Empty:
+            exchange.abandon()
+            raise ModelTimeout(f"the model did not finish its answer within LLM_DEADLINE_SECONDS={seconds:g}; "
+                               f"the call was abandoned") from None
+        if item is END:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item

@@ -1,0 +1,158 @@
+"""The offline model's final answers: plain-language text from the tool results of a turn.
+
+The offline planner (`agentplatform.llm.offline`) writes one line per result, in the user's
+language, and never repeats anything shaped like a confirmation token (`ct_...`).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentplatform.redaction import redact_tokens
+
+# The demo's remote tool (mcp_sources.demo_server, registered as the MCP server "logistics"),
+# called by its wire name like any other tool.
+TRACK_TOOL = "logistics__track_shipment"
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """The text of a message whose content is a string or a list of content parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _calls_by_id(messages: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            try:
+                args = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                args = {}
+            calls[call.get("id", "")] = (function.get("name", "?"), args if isinstance(args, dict) else {})
+    return calls
+
+
+def _inventory(data: dict[str, Any], zh: bool) -> str:
+    rows = data.get("warehouses") or []
+    available = data.get("total_available", sum(w.get("available_quantity", 0) for w in rows))
+    locked = sum(w.get("locked_quantity", 0) for w in rows)
+    if zh:
+        parts = "；".join(f"{w.get('warehouse_code')}：可用 {w.get('available_quantity')}，锁定 {w.get('locked_quantity')}"
+                         for w in rows)
+        return f"{data.get('sku')}：可用 {available} 件，锁定 {locked} 件（{parts}）。"
+    parts = "; ".join(f"{w.get('warehouse_code')}: {w.get('available_quantity')} available, "
+                      f"{w.get('locked_quantity')} locked" for w in rows)
+    return f"{data.get('sku')}: {available} available, {locked} locked ({parts})."
+
+
+def _orders(data: dict[str, Any], zh: bool) -> str:
+    items = data.get("items") or []
+    if not items:
+        return "没有找到订单。" if zh else "No orders found."
+    listed = ", ".join(f"{o.get('order_id')} ({o.get('status')}, {o.get('amount')})" for o in items)
+    more = data.get("next_cursor")
+    total = data.get("total", len(items))
+    if zh:
+        return f"共 {total} 个订单，本页 {len(items)} 个：{listed}。" + ("还有下一页。" if more else "")
+    return (f"Found {total} orders, showing {len(items)}: {listed}."
+            + (" There are more on the next page." if more else ""))
+
+
+def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool) -> str:
+    data = data if isinstance(data, dict) else {}
+    order_id = data.get("order_id") or args.get("order_id", "")
+    if name == "query_inventory":
+        return _inventory(data, zh)
+    if name == "list_orders":
+        return _orders(data, zh)
+    if name == "cancel_order":
+        cid = data.get("cancellation_id", "?")
+        return f"订单 {order_id} 已取消（取消单号 {cid}）。" if zh else \
+            f"Order {order_id} has been cancelled (cancellation id {cid})."
+    if name == "refund_order":
+        amount, rid = data.get("amount", args.get("amount", "?")), data.get("refund_id", "?")
+        return f"订单 {order_id} 已退款 {amount}（退款单号 {rid}）。" if zh else \
+            f"Refunded {amount} for order {order_id} (refund id {rid})."
+    if name == TRACK_TOOL:
+        number, status = data.get("tracking_number", args.get("tracking_number", "?")), data.get("status", "?")
+        carrier, city = data.get("carrier", "?"), data.get("city", "?")
+        return f"运单 {number}：{status}，承运商 {carrier}，当前在 {city}。" if zh else \
+            f"Parcel {number} is {status} with {carrier}, now in {city}."
+    return f"{name} 已完成：{message}" if zh else f"{name} succeeded: {message}"
+
+
+_FAILURES = {
+    "REJECTED": ("{action} was rejected by a human; nothing was done.", "{action}已被人工拒绝，未执行任何操作。"),
+    "CONFIRMATION_EXPIRED": ("the confirmation for {action} expired; nothing was done.",
+                             "{action}的确认已过期，未执行任何操作。"),
+    "WITHDRAWN": ("you withdrew {action}; nothing was done.", "您已撤回{action}，未执行任何操作。"),
+    "CONFIRMATION_REQUIRED": ("{action} needs confirmation before it runs: {message}", "{action}需要确认后才能执行：{message}"),
+    "ORDER_NOT_CANCELLABLE": ("order {order_id} cannot be cancelled ({code}): {message}",
+                              "订单 {order_id} 无法取消（{code}）：{message}"),
+    "TOOL_NOT_FOUND": ("{action} is not available to me here ({code}): {message}", "我在这里无法使用{action}（{code}）：{message}"),
+    "PERMISSION_DENIED": ("you are not allowed to run {action} ({code}): {message}", "您无权执行{action}（{code}）：{message}"),
+}
+
+
+def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable: bool, zh: bool) -> str:
+    order_id = args.get("order_id", "")
+    target = args.get("order_id") or args.get("sku") or args.get("tracking_number") or ""
+    action = f"{name}({target})" if target else name
+    en, cn = _FAILURES.get(code, ("{action} failed ({code}): {message}", "{action} 失败（{code}）：{message}"))
+    message = message.strip() or code
+    if message[-1] not in ".。!！?？":
+        message += "。" if zh else "."
+    text = (cn if zh else en).format(action=action, code=code, message=message, order_id=order_id)
+    text = text[0].upper() + text[1:]
+    if retryable:
+        text += " 可以稍后重试。" if zh else " You can try again later."
+    return text
+
+
+def answer_from_results(messages: list[dict[str, Any]], *, chinese: bool) -> str:
+    """A plain-language answer from the tool messages after the last assistant message.
+
+    Each tool message content is a ToolResult JSON `{success, code, message, terminal, retryable,
+    data}`; an IDEMPOTENT_HIT replay reads like a normal success. Returns the answer text, one line
+    per result, with confirmation-token-shaped strings redacted. Raises nothing.
+    """
+    calls = _calls_by_id(messages)
+    results: list[dict[str, Any]] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.insert(0, message)
+    lines = []
+    for message in results:
+        name, args = calls.get(message.get("tool_call_id", ""), ("tool", {}))
+        try:
+            result = json.loads(text_of(message))
+        except ValueError:
+            result = None
+        if not isinstance(result, dict):
+            lines.append(f"{name}：{text_of(message)}" if chinese else f"{name} returned: {text_of(message)}")
+        elif result.get("success"):
+            line = _success(name, args, result.get("data"), str(result.get("message", "")), chinese)
+            note = str(result.get("message", ""))
+            if note.startswith("approvers edited the arguments"):  # the user learns what was changed
+                line += f" （{note.split('; it ran')[0]}）" if chinese else f" (Note: {note.split('; it ran')[0]}.)"
+            lines.append(line)
+        elif result.get("code") == "APPROVER_GUIDANCE":
+            # Guidance is neither a success nor a rejection: relay it and ask how to go on.
+            data = result.get("data") if isinstance(result.get("data"), dict) else {}
+            who = (data.get("responded_by") or {}).get("username") or ("审批人" if chinese else "an approver")
+            guidance = str(data.get("guidance") or "")
+            target = args.get("order_id") or ""
+            action = f"{name}({target})" if target else name
+            lines.append(f"审批人 {who} 没有执行 {action}，而是给出了指导意见：“{guidance}”。未执行任何操作；请告诉我如何继续。"
+                         if chinese else
+                         f"Approver {who} did not run {action} and sent guidance instead: “{guidance}”. "
+                         f"Nothing was done; tell me how you would like to proceed.")
+        else:
+            lines.append(_failure(name, args, str(result.get("code", "ERROR")), str(result.get("message", "")),
+                                  bool(result.get("retryable")), chinese))
+    return redact_tokens("\n".join(lines), placeholder="[redacted]", any_length=True)
