@@ -28,9 +28,6 @@ CARD_KEYS = re.compile(r"card|pan$|cvv|cvc|卡", re.I)
 CARD_DATA_KEY_PREFIXES = ("cvv", "cvc", "cvn", "csc", "securitycode", "安全码")
 VERIFICATION_KEYS = frozenset({"verificationcode", "verificationvalue", "verificationnumber", "验证码"})
 _KEY_NOISE = re.compile(r"[\s_\-]")
-# Long digit runs (cards, ids): used by agentplatform.llm.client for provider error texts; free
-# text in general goes through agentplatform.redaction.mask_text.
-LONG_DIGITS = re.compile(r"(?<![\w])\d{13,19}(?![\w])")
 
 
 def mask_phone(value: str) -> str:
