@@ -1,3 +1,4 @@
-from agentplatform.celery import app as celery_app
+"""The project package: settings, URLs, ASGI/WSGI entry points and the apps of the top floor.
 
-__all__ = ("celery_app",)
+Importing it loads nothing: the Celery app lives in `agentplatform.celery` and is loaded by the
+runtime app when Django starts (and found by `celery -A agentplatform`)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import dj_database_url
 
 from agentplatform import deploy
-from agentplatform.env import env_bool, env_float, env_int, env_list, env_str
+from core.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock
-from agentplatform.db import update_row
-from agentplatform.redaction import mask_text
+from core import clock
+from core.sql.statements import update_row
+from core.redaction.text import mask_text
 from approvals import signals
 from approvals.approver_actions import request_for_approver
 from approvals.errors import ArgumentsChanged, ConfirmationAlreadyDecided, EditInvalid, EditUnchanged, ReasonRequired

@@ -12,8 +12,8 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock, correlation
-from agentplatform.redaction import mask_text
+from core import clock, correlation
+from core.redaction.text import mask_text
 from approvals import independence, locks, rules, signals
 from approvals.errors import (
     ApprovalForbidden,

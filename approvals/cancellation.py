@@ -11,7 +11,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock
+from core import clock
 from approvals import locks
 from approvals.models import ConfirmationRequest
 from audit import events

@@ -11,8 +11,8 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock
-from agentplatform.db import update_row
+from core import clock
+from core.sql.statements import update_row
 from approvals import rules
 from approvals.binding import CallBinding
 from approvals.errors import (

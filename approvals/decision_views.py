@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentplatform.errors import DomainError, NotFound
+from core.errors import DomainError, NotFoundError
 from approvals import amendments, approver_actions, requester_actions, selectors
 from approvals.cards import edit_value, request_id_or_404
 from approvals.forms import ApproveForm, EditForm, RejectForm, RespondForm, WithdrawForm
@@ -49,7 +49,7 @@ def _refusal_text(error: DomainError) -> str:
 
 
 def _refused(request: HttpRequest, error: DomainError) -> HttpResponse:
-    if isinstance(error, NotFound):
+    if isinstance(error, NotFoundError):
         raise Http404(error.message)
     messages.error(request, _refusal_text(error), extra_tags=error.code)
     return redirect("approvals:pending")
@@ -182,7 +182,7 @@ def withdraw(request: HttpRequest, request_id: str) -> HttpResponse:
         withdrawn = requester_actions.confirmation_withdraw(request_id=request_id_or_404(request_id), requester=request.user,
                                                      reason=reason)
     except DomainError as error:
-        if isinstance(error, NotFound):
+        if isinstance(error, NotFoundError):
             raise Http404(error.message)
         messages.error(request, _refusal_text(error), extra_tags=error.code)
         return redirect("approvals:mine")

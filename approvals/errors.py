@@ -1,17 +1,17 @@
 """Errors of the confirmation and approval services, with stable codes and HTTP statuses."""
 from dataclasses import dataclass
 
-from agentplatform.errors import Conflict, DomainError, NotFound, PermissionDenied
+from core.errors import ConflictError, DomainError, NotFoundError, PermissionDeniedError
 
 
-class ConfirmationNotFound(NotFound):
+class ConfirmationNotFound(NotFoundError):
     """A person named a request or token they cannot decide: unknown, or another tenant's or
     user's (HTTP 404)."""
 
     code = "CONFIRMATION_INVALID"
 
 
-class ConfirmationNotConsumable(NotFound):
+class ConfirmationNotConsumable(NotFoundError):
     """At consume time no CONFIRMED request matches exactly this call: a binding that differs
     (another tenant, user, conversation, tool or arguments), a replay, or a request that is not
     CONFIRMED. Raised inside the executing transaction; the same code as an unknown request, so a
@@ -27,19 +27,19 @@ class ConfirmationExpired(DomainError):
     http_status = 410
 
 
-class ConfirmationAlreadyDecided(Conflict):
+class ConfirmationAlreadyDecided(ConflictError):
     """A second decision on a decided request, or a replayed token (HTTP 409)."""
 
     code = "ALREADY_DECIDED"
 
 
-class ApprovalForbidden(PermissionDenied):
+class ApprovalForbidden(PermissionDeniedError):
     """Own request, no `approve_tool`, or a decision of the wrong kind for this request."""
 
     code = "APPROVAL_FORBIDDEN"
 
 
-class ApproverNotIndependent(PermissionDenied):
+class ApproverNotIndependent(PermissionDeniedError):
     """The approver holds approve_tool but their decision would not count toward this request's
     quorum: their standing came from the requester, began after the request was created, or they
     are a service account (approvals.independence; docs/approvals.md, "Eligibility")."""
@@ -138,7 +138,7 @@ class EditUnchanged(DomainError):
     code = "EDIT_UNCHANGED"
 
 
-class ArgumentsChanged(Conflict):
+class ArgumentsChanged(ConflictError):
     """The edit was made on arguments that are no longer the request's (another approver edited
     first): `base_arguments_hash` is stale. Nothing is changed; read the request again (HTTP 409)."""
 

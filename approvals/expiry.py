@@ -11,7 +11,7 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock
+from core import clock
 from approvals import signals
 from approvals.models import ConfirmationRequest
 from audit import events

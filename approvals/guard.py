@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from approvals import expiry, trail
 from approvals.errors import ConfirmationAlreadyDecided, ConfirmationExpired
 from approvals.models import ConfirmationRequest

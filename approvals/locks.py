@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentplatform.db import select_rows
+from core.sql.select import select_rows
 from approvals.models import ConfirmationRequest
 
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentplatform import clock
+from core import clock
 
 
 class ConfirmationRequestQuerySet(models.QuerySet):
@@ -129,7 +129,7 @@ class ConfirmationRequest(models.Model):
     @classmethod
     def open_conditions(cls, now: datetime.datetime) -> dict[str, Any]:
         """The field conditions of an open request at `now` (PENDING, not past `expires_at`), for
-        the prebuilt statements of agentplatform.db, which take conditions rather than querysets."""
+        the prebuilt statements of core.sql, which take conditions rather than querysets."""
         return {"status": cls.Status.PENDING, "expires_at__gt": now}
 
     @classmethod

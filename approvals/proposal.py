@@ -12,9 +12,10 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock, tokens
-from agentplatform.db import insert_instance, select_rows, update_row
-from agentplatform.redaction import mask_text
+from core import clock, tokens
+from core.sql.select import select_rows
+from core.sql.statements import insert_instance, update_row
+from core.redaction.text import mask_text
 from approvals import signals
 from approvals.models import ConfirmationRequest
 from approvals.requester_actions import TOKEN_PREFIX
@@ -58,7 +59,7 @@ def confirmation_create(
     digest = None
     if policy == ConfirmationRequest.Policy.REQUESTER:
         raw_token, digest = tokens.mint(prefix=TOKEN_PREFIX)
-    # A prebuilt INSERT (agentplatform.db.insert_instance; no save() override, no signal receiver).
+    # A prebuilt INSERT (core.sql.statements.insert_instance; no save() override, no signal receiver).
     request = insert_instance(ConfirmationRequest(
         tenant_id=tenant_id,
         user_id=user_id,

@@ -11,10 +11,11 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock, correlation, tokens
-from agentplatform.db import update_row, update_rows
-from agentplatform.errors import DomainError
-from agentplatform.redaction import mask_text
+from core import clock, correlation, tokens
+from core.sql.select import update_rows
+from core.sql.statements import update_row
+from core.errors import DomainError
+from core.redaction.text import mask_text
 from approvals import locks, signals
 from approvals.errors import ConfirmationNotFound
 from approvals.guard import guarded, require_open
@@ -22,7 +23,7 @@ from approvals.models import ConfirmationRequest
 from audit import events
 
 Status = ConfirmationRequest.Status
-TOKEN_PREFIX = "ct_"  # what makes a confirmation token recognisable to masking (agentplatform.redaction)
+TOKEN_PREFIX = "ct_"  # what makes a confirmation token recognisable to masking (core.redaction.text)
 
 
 def _token_where(token: str, user, conversation_id=None) -> dict[str, Any]:

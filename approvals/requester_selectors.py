@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from agentplatform import clock
+from core import clock
 from approvals.models import ConfirmationRequest
 from approvals.selectors import annotated
 from audit.models import AuditEvent

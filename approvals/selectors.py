@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
-from agentplatform import clock
+from core import clock
 from approvals import independence
 from approvals.models import Approval, ConfirmationRequest
 from approvals.rules import COUNTED

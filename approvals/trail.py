@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from approvals.models import ConfirmationRequest
 from audit import events
 

@@ -12,9 +12,9 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock
-from agentplatform.db import update_row
-from agentplatform.redaction import mask_text
+from core import clock
+from core.sql.statements import update_row
+from core.redaction.text import mask_text
 from approvals import signals
 from approvals.binding import CallBinding
 from approvals.errors import Regate

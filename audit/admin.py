@@ -9,7 +9,7 @@ import json
 
 from django.contrib import admin
 
-from agentplatform.endpoint_redaction import recorded_event_shown
+from core.redaction.endpoints import recorded_event_shown
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from audit.models import AuditEvent
 

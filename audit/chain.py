@@ -38,7 +38,7 @@ from typing import Any, Iterator
 from django.apps import apps
 from django.db import connection, transaction
 
-from agentplatform.db import _column_values
+from core.sql.values import column_values
 
 CHAIN_FIELDS = ("chain_seq", "prev_hash", "row_hash")
 _SQL_CACHE: dict[tuple, str] = {}
@@ -129,7 +129,7 @@ def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
     AuditEvent = _event_model()
     body = body_digest(values)
     tenant_id = values["tenant_id"]
-    columns, params = _column_values(AuditEvent, {k: v for k, v in values.items() if k not in CHAIN_FIELDS},
+    columns, params = column_values(AuditEvent, {k: v for k, v in values.items() if k not in CHAIN_FIELDS},
                                      adding=True)
     kept = [(c, p) for c, p in zip(columns, params) if c not in CHAIN_FIELDS]
     columns, params = [c for c, _ in kept], [p for _, p in kept]

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from agentplatform import correlation
-from agentplatform.redaction import mask_json, mask_text
+from core import correlation
+from core.redaction.text import mask_json, mask_text
 from audit import metrics
 from audit.chain import CHAIN_FIELDS, insert_chained
 from audit.models import AuditEvent
@@ -54,8 +54,8 @@ def _write(
     """Append one AuditEvent and count it in the metrics; return the stored event.
 
     `tool_owner` / `tool_version`: the tool's owner and version when the call was decided, "" when
-    the call named no known tool. `masked_arguments` must already be masked (tools.masking); every
-    string in it and `message` go through agentplatform.redaction once more (free text: cards, ids,
+    the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields); every
+    string in it and `message` go through core.redaction.text once more (free text: cards, ids,
     phones, tokens); a raw token must never be passed in any field. `execution`: on the rows of an
     execution, which process ran it under which run lease ({"holder": "host:pid", "lease": ISO 8601
     or None}, see AuditEvent.execution). Raises DatabaseError if the write fails.

@@ -3,7 +3,7 @@
 Three ways of writing the same audit row, interleaved per iteration, each committed on its own
 (autocommit, as a denial is written), on one PostgreSQL database:
 
-- unchained: `agentplatform.db.insert_row(AuditEvent, ...)`, the hot path before the chain (one
+- unchained: `core.sql.statements.insert_row(AuditEvent, ...)`, the hot path before the chain (one
   INSERT). Its rows go to a tenant of their own, `bench-unchained`, whose chain therefore does
   not verify (`audit_verify` reports it; the bench database is not a trail to keep);
 - chained: `audit.events.tool_call_decided(...)`, the hot path now (one statement: head upsert + INSERT);
@@ -42,7 +42,7 @@ def main() -> int:
     from django.utils import timezone
 
     import _data
-    from agentplatform.db import insert_row
+    from core.sql.statements import insert_row
     from agentplatform.tenancy.models import Tenant
     from audit import events
     from audit.chain import CHAIN_FIELDS, verify_tenant

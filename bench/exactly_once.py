@@ -38,7 +38,7 @@ def race(items: list, consumers: int, attempt) -> tuple[Counter, float, object]:
     for the tally (or raises; the exception's code is tallied). Returns (tally, wall seconds, start instant)."""
     from django.db import connection
 
-    from agentplatform import clock
+    from core import clock
 
     barrier = threading.Barrier(consumers)
     tally: Counter = Counter()

@@ -4,7 +4,7 @@ tools, never a server's credentials, command line, or its URL's userinfo and que
 (docs/remote_tools.md).
 
 A review is made on a page that shows each definition with every hidden character escaped
-(agentplatform.visible_text) and carries the hash of what it showed; the review is refused when
+(core.visible_text) and carries the hash of what it showed; the review is refused when
 the definition changed since (mcp_sources.services.tool_review)."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from agentplatform.endpoint_redaction import safe_url
-from agentplatform.errors import DomainError
+from core.redaction.endpoints import safe_url
+from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR
-from agentplatform.visible_text import visible_html
+from core.visible_text import visible_html
 from mcp_sources import breaker, services
 from mcp_sources.models import McpServer, McpTool
 from mcp_sources.schema import strict_schema

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from agentplatform import clock
-from agentplatform.endpoint_redaction import scrub_urls
-from agentplatform.errors import Conflict, PermissionDenied
+from core import clock
+from core.redaction.endpoints import scrub_urls
+from core.errors import ConflictError, PermissionDeniedError
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import is_platform_operator
-from agentplatform.text import storable_text
+from core.text import storable_text
 from audit import events
 from mcp_sources.client import Listing, McpUnavailable, RemoteTool, ServerConfig, list_tools
 from mcp_sources.models import McpServer, McpTool
@@ -38,7 +38,7 @@ class DiscoveryReport:
     error: str = ""
 
 
-class ReviewRefused(Conflict):
+class ReviewRefused(ConflictError):
     """A review that cannot be recorded: the definition changed since it was shown
     (DEFINITION_CHANGED), it was refused at discovery (DEFINITION_REFUSED), or the server no longer
     lists the tool (TOOL_NOT_LISTED). Nothing was changed."""
@@ -48,7 +48,7 @@ class ReviewRefused(Conflict):
 
 def _storable(value):
     """`value` (JSON-like) with every string and key storable in PostgreSQL (NUL and lone
-    surrogates become U+FFFD, agentplatform.text): a refused definition is still kept for the
+    surrogates become U+FFFD, core.text): a refused definition is still kept for the
     reviewer to look at; its hash is of what the server sent."""
     if isinstance(value, str):
         return storable_text(value)
@@ -209,11 +209,11 @@ def tool_review(*, mcp_tool_id: int, reviewer, definition_hash: str) -> McpTool:
     Its risk stays HIGH (the registry's value for remote tools) unless an administrator overrides it
     on the Tool. For a tenant's own server the tenant's whitelist entry is created too. Audited
     with the hash.
-    Raises McpTool.DoesNotExist; PermissionDenied when `reviewer` is not a platform operator;
+    Raises McpTool.DoesNotExist; PermissionDeniedError when `reviewer` is not a platform operator;
     ReviewRefused (code DEFINITION_CHANGED, DEFINITION_REFUSED or TOOL_NOT_LISTED), nothing changed.
     """
     if reviewer is None or not is_platform_operator(reviewer):
-        raise PermissionDenied("only a platform operator reviews a remote tool's definition")
+        raise PermissionDeniedError("only a platform operator reviews a remote tool's definition")
     row = McpTool.objects.select_for_update().select_related("server", "tool").get(pk=mcp_tool_id)
     if not row.listed:
         raise ReviewRefused("the server no longer lists this tool", code="TOOL_NOT_LISTED")

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db import transaction
 
-from agentplatform.redaction import mask_json, mask_text
+from core.redaction.text import mask_json, mask_text
 from mcp_sources import breaker
 from mcp_sources.client import CallReply, ServerConfig, call_tool
 from mcp_sources.models import McpServer, McpTool
@@ -19,7 +19,7 @@ from mcp_sources.schema import parameter_model
 from mcp_sources.spec_cache import BUILT, LOCK, SPEC_TTL_SECONDS, SPECS
 from mcp_sources.tasks import discover_server
 from tools.context import ToolContext
-from tools.masking import mask_mapping
+from core.redaction.fields import mask_mapping
 from tools.registry import ToolSpec
 from tools.results import ToolResult
 

@@ -19,7 +19,7 @@ hash).
 | the schema | at most 16 levels deep and 20,000 characters of canonical JSON |
 | any string | no run of more than 3 blank lines or more than 32 spaces/tabs: what follows it would be out of the reviewer's sight (a screen of nothing), not out of the model's |
 
-"Hidden" is agentplatform.visible_text.hidden_characters: control, format (tags, bidi overrides
+"Hidden" is core.visible_text.hidden_characters: control, format (tags, bidi overrides
 and isolates, zero-width), private-use, unassigned, surrogate, line/paragraph separators and the
 characters invisible by design (variation selectors, fillers). A lone CR before LF counts as the
 newline it ends.
@@ -30,7 +30,7 @@ import json
 import re
 from typing import Any
 
-from agentplatform.visible_text import describe, hidden_characters
+from core.visible_text import describe, hidden_characters
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 PROPERTY_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from agentplatform.endpoint_redaction import safe_url
+from core.redaction.endpoints import safe_url
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import is_platform_operator
 from audit.admin import ReadOnlyAdminMixin

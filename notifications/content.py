@@ -15,8 +15,8 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
-from agentplatform import clock
-from agentplatform.redaction import mask_json
+from core import clock
+from core.redaction.text import mask_json
 from approvals import selectors
 from approvals.models import ConfirmationRequest
 from approvals.presentation import fact_rows

@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentplatform import clock
-from agentplatform.db import track_writes
+from core import clock
+from core.sql.transactions import track_writes
 from tools.context import ToolContext
 from tools.idempotency import ReadOnlyViolation
-from tools.masking import mask_mapping
+from core.redaction.fields import mask_mapping
 from tools.registry import ToolSpec, registry
 
 logger = logging.getLogger(__name__)

@@ -16,14 +16,14 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from agentplatform.text import unstorable_reason
+from core.text import unstorable_reason
 from approvals.amendments import Rebinding
 from approvals.errors import EditInvalid, EditNotAllowed
 from tools import approval_context
 from tools.context import ToolContext
 from tools.errors import ToolBusinessError, ToolValidationError
 from tools.hashing import arguments_hash
-from tools.masking import mask_mapping
+from core.redaction.fields import mask_mapping
 from tools.money import MoneyInvalid, minor_units
 from tools.registry import EditRule, ToolSpec, registry
 

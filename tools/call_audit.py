@@ -11,7 +11,7 @@ from audit import events, metrics
 from tools.calls import ToolCall
 from tools.context import ToolContext
 from tools.hashing import arguments_hash as hash_arguments
-from tools.masking import mask_mapping
+from core.redaction.fields import mask_mapping
 from tools.models import Tool
 from tools.results import ToolResult
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentplatform.redaction import mask_json, mask_text
+from core.redaction.text import mask_json, mask_text
 from tools.context import ToolContext
 from tools.levels import ApprovalPolicy
 from tools.models import Tool

@@ -1,7 +1,7 @@
 """Errors raised by tools and the pipeline."""
 from __future__ import annotations
 
-from agentplatform.errors import DomainError, PermissionDenied
+from core.errors import DomainError, PermissionDeniedError
 
 
 class ToolValidationError(DomainError):
@@ -19,7 +19,7 @@ class ToolBusinessError(DomainError):
     code = "BUSINESS_RULE_VIOLATION"
 
 
-class ToolPermissionDenied(PermissionDenied):
+class ToolPermissionDenied(PermissionDeniedError):
     """The user may not use this tool. Propagates to the caller, never becomes model prose."""
 
 

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.utils.module_loading import import_string
 
-from agentplatform import correlation
-from agentplatform.db import retry_on_serialization_failure, transaction_usable
-from agentplatform.errors import PermissionDenied
+from core import correlation
+from core.sql.transactions import retry_on_serialization_failure, transaction_usable
+from core.errors import PermissionDeniedError
 from approvals.errors import ConfirmationExpired, ConfirmationNotConsumable, ConfirmationRegated, ConsumeRefused
 from tools.call_audit import CallAudit
 from tools.calls import CallOutcome, CheckedCall, ToolCall
@@ -115,7 +115,7 @@ def propagates(error: BaseException) -> bool:
     TOOLS_THROW_ON_ERROR; else permission and system errors, a lost run, and the configured ones."""
     if settings.TOOLS_THROW_ON_ERROR:
         return True
-    if isinstance(error, (PermissionDenied, DatabaseError, OSError, FenceLost)):
+    if isinstance(error, (PermissionDeniedError, DatabaseError, OSError, FenceLost)):
         return True
     return any(isinstance(error, import_string(path)) for path in settings.TOOLS_PROPAGATE_EXCEPTIONS)
 
@@ -179,7 +179,7 @@ def execute(checked: CheckedCall, audit: CallAudit, flow: Flow) -> CallOutcome:
         # A serialization failure or deadlock rolled the whole attempt back (consume, claim,
         # business change, audit row), so running it again executes the side effect once.
         # consume_and_execute opens its own atomic block: inside the run's step it is a
-        # savepoint, and a retry runs inside the same step (agentplatform.db).
+        # savepoint, and a retry runs inside the same step (core.sql).
         return retry_on_serialization_failure(consume_and_execute, own_savepoint=True)  # at most 3 attempts
     except ConfirmationRegated as regated:
         return flow.regated(call, regated)

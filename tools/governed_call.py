@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from agentplatform.text import loads_json, unstorable_reason
+from core.text import loads_json, unstorable_reason
 from tools.call_audit import CallAudit, CallStopped
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.consume import Consumption
@@ -100,7 +100,7 @@ class GovernedCall:
         if not isinstance(parsed, dict):
             raise CallStopped(audit.invalid(f"arguments must be a JSON object, not {type(parsed).__name__}"))
         unstorable = unstorable_reason(parsed)
-        if unstorable:  # PostgreSQL cannot store it (agentplatform.text): refused, never cleaned
+        if unstorable:  # PostgreSQL cannot store it (core.text): refused, never cleaned
             raise CallStopped(audit.invalid(f"arguments {unstorable}, which cannot be processed"))
         try:
             params = spec.parameters.model_validate(parsed)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from django.conf import settings
-from agentplatform import clock
+from core import clock
 from django.db import transaction
 
-from agentplatform.db import insert_row, select_rows, track_writes, update_row
+from core.sql.select import select_rows
+from core.sql.statements import insert_row, update_row
+from core.sql.transactions import track_writes
 from tools.errors import ToolBusinessError
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult
@@ -49,7 +51,7 @@ def idempotency_peek(*, tenant_id: int, key: str, arguments_hash: str) -> Outcom
 
     Used before minting a confirmation: repeating a finished action must not cost a human's attention.
     """
-    # A prebuilt statement (agentplatform.db.select_rows): before every gated keyed call.
+    # A prebuilt statement (core.sql.select.select_rows): before every gated keyed call.
     found = select_rows(IdempotencyRecord, {"tenant_id": tenant_id, "key": key}, limit=1)
     return _from_record(found[0], arguments_hash) if found else None
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from agentplatform import correlation
+from core import correlation
 from tools import search
 from tools.call_audit import CallAudit
 from tools.calls import CallOutcome, ToolCall, ToolExecutionResult, parse_tool_calls

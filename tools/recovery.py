@@ -14,7 +14,7 @@ import datetime
 from django.conf import settings
 from django.db import transaction
 
-from agentplatform import clock
+from core import clock
 from audit import events
 from tools.models import IdempotencyRecord
 from tools.results import ToolResult

@@ -20,7 +20,7 @@ import threading
 from collections import Counter, OrderedDict
 from typing import Any, Iterable
 
-from agentplatform.text import loads_json
+from core.text import loads_json
 
 NAME = "tool_search"
 _WORD = re.compile(r"[a-z0-9]+")

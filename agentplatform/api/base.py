@@ -18,11 +18,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentplatform import correlation
+from core import correlation
 from agentplatform.api.auth import ApiKeyAuthentication
 from agentplatform.api.errors import InvalidText, PayloadTooLarge
 from agentplatform.api.schema import ApiAutoSchema
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.runtime.settle import settle_for
 
 

@@ -26,7 +26,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.llm.errors import ModelUnavailable
 
 _DRF_CODES = {
@@ -61,7 +61,7 @@ class InvalidText(DomainError):
     """A JSON string of the body holds a lone UTF-16 surrogate (`"\\ud800"` without its pair): valid
     JSON syntax, but not text that can be stored, hashed or sent on (RFC 8259 section 8.2)."""
 
-    code = "INVALID_ARGUMENTS"  # the code main gives the same fault in a text field (agentplatform.text)
+    code = "INVALID_ARGUMENTS"  # the code main gives the same fault in a text field (core.text)
     http_status = 400
 
 

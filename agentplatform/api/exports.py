@@ -15,8 +15,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q, QuerySet
 from rest_framework.renderers import BaseRenderer
 
-from agentplatform.endpoint_redaction import recorded_event_shown
-from agentplatform.redaction import mask_json, mask_text
+from core.redaction.endpoints import recorded_event_shown
+from core.redaction.text import mask_json, mask_text
 from audit.models import AuditEvent
 
 EXPORT_BATCH = 500
@@ -49,7 +49,7 @@ class CSVRenderer(JSONLinesRenderer):
 def event_row(event: AuditEvent) -> dict[str, Any]:
     """One audit event as a flat dict (the JSON, JSON Lines and CSV shape). A location recorded
     before the trail stopped recording secrets (an MCP server's URL as typed, its command line) is
-    shown as rows record it now (agentplatform.endpoint_redaction.recorded_event_shown)."""
+    shown as rows record it now (core.redaction.endpoints.recorded_event_shown)."""
     masked_arguments, message = recorded_event_shown(event.masked_arguments, event.message)
     return {
         "id": str(event.id), "occurred_at": event.occurred_at.isoformat(),

@@ -17,9 +17,9 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from agentplatform import clock
+from core import clock
 from agentplatform.api.models import HttpIdempotencyKey
-from agentplatform.errors import Conflict, DomainError, InvalidInput
+from core.errors import ConflictError, DomainError, InvalidInputError
 from tools.hashing import canonical_json
 
 Status = HttpIdempotencyKey.Status
@@ -33,7 +33,7 @@ class IdempotencyKeyReused(DomainError):
     http_status = 422
 
 
-class IdempotencyKeyInProgress(Conflict):
+class IdempotencyKeyInProgress(ConflictError):
     """A request with this key is still being processed (draft section 2.7: 409). Retry later."""
 
     code = "IN_PROGRESS"
@@ -59,13 +59,13 @@ def parse_idempotency_key(raw: str | None) -> str | None:
     HTTP server strips anyway, 1 to 255 printable ASCII characters, not all spaces. The draft
     defines the value as a Structured Field String (`"8e03978e-..."`); a quoted value with
     something between the quotes is unquoted, so both spellings name the same key (many clients
-    send keys unquoted). Raises InvalidInput otherwise.
+    send keys unquoted). Raises InvalidInputError otherwise.
     """
     if raw is None:
         return None
     value = raw.strip(" \t")
     if len(value) > MAX_KEY_LENGTH or not _KEY.fullmatch(value):
-        raise InvalidInput(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters, "
+        raise InvalidInputError(f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters, "
                            "not only spaces")
     if len(value) > 2 and value[0] == value[-1] == '"':
         value = value[1:-1]

@@ -37,7 +37,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from agentplatform.api.errors import InvalidCursor
-from agentplatform.errors import InvalidInput
+from core.errors import InvalidInputError
 
 
 class UniqueKeyCursorPagination(CursorPagination):
@@ -79,14 +79,14 @@ class UniqueKeyCursorPagination(CursorPagination):
 def strict_page_size(request, *, name: str, default: int, maximum: int) -> int:
     """`?<name>=` as the schema states it: absent -> `default`; else an integer 1..`maximum`.
 
-    Raises InvalidInput (400 INVALID_ARGUMENTS) otherwise; DRF would silently use the default or
+    Raises InvalidInputError (400 INVALID_ARGUMENTS) otherwise; DRF would silently use the default or
     the maximum instead.
     """
     raw = request.query_params.get(name)
     if raw is None:
         return default
     if not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= maximum:
-        raise InvalidInput(f"{name} must be an integer from 1 to {maximum}")
+        raise InvalidInputError(f"{name} must be an integer from 1 to {maximum}")
     return int(raw)
 
 
@@ -113,7 +113,7 @@ class PagePagination(PageNumberPagination):
     def paginate_queryset(self, queryset, request, view=None):
         raw = request.query_params.get(self.page_query_param)
         if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE):
-            raise InvalidInput(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
+            raise InvalidInputError(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
         return super().paginate_queryset(queryset, request, view)
 
 

@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from rest_framework import serializers
 
 from agentplatform.api.schema import NO_NUL_PATTERN, NON_BLANK_PATTERN
-from agentplatform.text import unstorable_reason
+from core.text import unstorable_reason
 
 
 class StrictInputSerializer(serializers.Serializer):
@@ -37,7 +37,7 @@ class StrictInputSerializer(serializers.Serializer):
 class StrictCharField(serializers.CharField):
     """A CharField that refuses numbers and booleans instead of turning them into text, and text
     PostgreSQL cannot store (DRF refuses NUL already; a JSON body can also escape a lone surrogate:
-    agentplatform.text), with its text rule as a validator drf-spectacular writes into the schema as
+    core.text), with its text rule as a validator drf-spectacular writes into the schema as
     `pattern`: no NUL, and, unless `allow_blank`, not only whitespace (DRF trims)."""
 
     default_error_messages = {"unstorable": "This text {reason}."}

@@ -13,7 +13,7 @@ from django.utils.html import format_html
 
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.services import control_change_approve, control_change_reject, control_changes_expire
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 
 

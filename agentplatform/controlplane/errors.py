@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentplatform.errors import Conflict, DomainError, NotFound, PermissionDenied
+from core.errors import ConflictError, DomainError, NotFoundError, PermissionDeniedError
 
 
 class ControlChangeRequired(DomainError):
@@ -21,20 +21,20 @@ class ControlChangeRequired(DomainError):
         self.gated = gated
 
 
-class ControlChangeNotFound(NotFound):
+class ControlChangeNotFound(NotFoundError):
     """Unknown change, or one of another tenant."""
 
     code = "CONTROL_CHANGE_NOT_FOUND"
 
 
-class ControlChangeForbidden(PermissionDenied):
+class ControlChangeForbidden(PermissionDeniedError):
     """The decider may not decide this change: its proposer, the person it empowers, or not an
     administrator of its tenant (nor a platform operator)."""
 
     code = "CONTROL_CHANGE_FORBIDDEN"
 
 
-class ControlChangeAlreadyDecided(Conflict):
+class ControlChangeAlreadyDecided(ConflictError):
     """The change was already applied, rejected, refused or expired (HTTP 409)."""
 
     code = "CONTROL_CHANGE_DECIDED"
@@ -47,14 +47,14 @@ class ControlChangeExpired(DomainError):
     http_status = 410
 
 
-class ControlChangeStale(Conflict):
+class ControlChangeStale(ConflictError):
     """The change no longer fits the current state (its user moved tenant, became a service
     account, the policy was changed meanwhile ...): refused, nothing applied (HTTP 409)."""
 
     code = "CONTROL_CHANGE_STALE"
 
 
-class CredentialChangeRefused(PermissionDenied):
+class CredentialChangeRefused(PermissionDeniedError):
     """Someone other than its owner set the password or the e-mail address of an account that
     has signed in or holds approver or administrator standing (HTTP 403): whoever sets a
     person's credential can act as them (agentplatform.controlplane.credentials)."""

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from agentplatform.controlplane.errors import ControlChangeRequired
 from agentplatform.controlplane.services import control_changes_propose
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 
 
 class ControlChangeMiddleware:

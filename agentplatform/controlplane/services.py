@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 
-from agentplatform import clock
+from core import clock
 from agentplatform.controlplane.applying import apply_change, stale
 from agentplatform.controlplane.deciders import check_decider, may_administer
 from agentplatform.controlplane.errors import (
@@ -30,7 +30,7 @@ from agentplatform.controlplane.errors import (
 from agentplatform.controlplane.guards.gate import Gated, applying
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.receivers.changes import control_change
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import Tenant, User
 

@@ -15,7 +15,7 @@ from agentplatform.llm import normalize
 from agentplatform.llm.errors import ModelUnavailable
 from agentplatform.llm.normalize import COMPLETE_REASONS, LEGACY_CALL, call_index, member, members, refusal_text
 from agentplatform.llm.types import ModelTurn
-from agentplatform.text import loads_json, storable_text
+from core.text import loads_json, storable_text
 
 
 def assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None,

@@ -17,7 +17,7 @@ operator changes something (key, model name, base URL, request size), so they ar
 | MODEL_CONTEXT_TOO_LONG | 400 context_length_exceeded, after one retry with a trimmed memory | the memory window, the model's context size |
 
 Messages never hold the API key; the provider's own message is included after masking
-(`agentplatform.redaction.mask_provider_text`). `model_error()` is the mapping (docs/providers.md).
+(`core.redaction.text.mask_provider_text`). `model_error()` is the mapping (docs/providers.md).
 """
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ import openai
 from django.conf import settings
 
 from agentplatform.llm.normalize import error_message_and_code
-from agentplatform.redaction import mask_provider_text
-from agentplatform.text import storable_text
+from core.redaction.text import mask_provider_text
+from core.text import storable_text
 
 logger = logging.getLogger(__name__)
 

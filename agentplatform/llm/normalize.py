@@ -10,7 +10,7 @@ OpenAI-compatible providers bend the chat-completions format. Before governance 
 - an entry with no name and no arguments (a phantom index) is dropped and logged;
 - arguments sent as a JSON object (or any non-string JSON) are serialised canonically (sorted keys,
   no spaces, UTF-8), `null` becomes "" (refused by the pipeline as not JSON, never coerced to `{}`);
-- text PostgreSQL cannot store (NUL, lone surrogates; `agentplatform.text`) is cleaned in free text
+- text PostgreSQL cannot store (NUL, lone surrogates; `core.text`) is cleaned in free text
   (content, reasoning, names, ids) and *escaped* in arguments, so the message can be stored and the
   pipeline still sees the character and refuses the call with INVALID_ARGUMENTS (audited);
 - provider reasoning (`reasoning_content`) is kept on the turn, apart from the answer.
@@ -38,8 +38,8 @@ from typing import Any
 from django.conf import settings
 
 from agentplatform.llm.types import ModelToolCall, ModelTurn
-from agentplatform.redaction import PROVIDER_MESSAGE_CHARS
-from agentplatform.text import loads_json, storable_text, unstorable_reason
+from core.redaction.text import PROVIDER_MESSAGE_CHARS
+from core.text import loads_json, storable_text, unstorable_reason
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import Any
 import httpx2
 
 from agentplatform.llm.offline_answers import TRACK_TOOL, answer_from_results, text_of
-from agentplatform.redaction import redact_tokens
+from core.redaction.text import redact_tokens
 
 MODEL_NAME = "offline-planner"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentplatform.redaction import redact_tokens
+from core.redaction.text import redact_tokens
 
 # The demo's remote tool (mcp_sources.demo_server, registered as the MCP server "logistics"),
 # called by its wire name like any other tool.

@@ -23,8 +23,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from agentplatform import clock
-from agentplatform.db import select_rows
+from core import clock
+from core.sql.select import select_rows
 from approvals.models import ConfirmationRequest
 
 NOTICE_HEADER = "Not done yet"
@@ -45,7 +45,7 @@ class WaitingCall:
 def waiting_calls(*, conversation_id: uuid.UUID | str) -> list[WaitingCall]:
     """The conversation's gated calls still waiting (PENDING or CONFIRMED, unexpired), oldest
     first. One indexed query."""
-    # A prebuilt statement (agentplatform.db.select_rows): read before every model call, so
+    # A prebuilt statement (core.sql.select.select_rows): read before every model call, so
     # it skips the ORM's per-call query compilation (docs/performance.md).
     rows = select_rows(ConfirmationRequest, {
         "conversation_id": conversation_id, "expires_at__gt": clock.now(),

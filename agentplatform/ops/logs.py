@@ -3,7 +3,7 @@ of the request or task that wrote it, and never a token or secret.
 
 - `RequestContextMiddleware` takes the request id from `X-Request-ID` (when it is a plain token of
   up to 64 characters) or makes one, echoes it in the response's `X-Request-ID`, binds it (and the
-  session user) to `agentplatform.correlation`, and writes one access line per request (path
+  session user) to `core.correlation`, and writes one access line per request (path
   without its query string, status, duration in ms).
 - `CorrelationFilter` adds request_id, tenant, user_id, run_id, conversation_id, tool and
   tool_call_id (those known) to every record.
@@ -28,9 +28,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
-from agentplatform import correlation
-from agentplatform.endpoint_redaction import scrub_urls
-from agentplatform.redaction import LOG_RECORD_ATTRIBUTES
+from core import correlation
+from core.redaction.endpoints import scrub_urls
+from core.redaction.text import LOG_RECORD_ATTRIBUTES
 
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 access_logger = logging.getLogger("agentplatform.access")
@@ -63,7 +63,7 @@ def incoming_request_id(value: str | None) -> str:
 def redact(text: str) -> str:
     """`text` with every credential-shaped substring and the configured secrets replaced by
     "[redacted]", and every URL without its userinfo, query and fragment (an MCP SDK's or httpx's
-    line names the URL it called; agentplatform.endpoint_redaction)."""
+    line names the URL it called; core.redaction.endpoints)."""
     text = scrub_urls(text)
     for secret in _configured_secrets():
         text = text.replace(secret, "[redacted]")
@@ -79,7 +79,7 @@ def _configured_secrets() -> list[str]:
 
 
 class CorrelationFilter(logging.Filter):
-    """Adds the current correlation fields (agentplatform.correlation.log_fields) to a record."""
+    """Adds the current correlation fields (core.correlation.log_fields) to a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         for name, value in correlation.log_fields().items():
@@ -178,8 +178,8 @@ def logging_config(*, fmt: str, level: str, access: bool) -> dict[str, Any]:
         "filters": {
             "correlation": {"()": "agentplatform.ops.logs.CorrelationFilter"},
             "redact": {"()": "agentplatform.ops.logs.RedactingFilter"},
-            # The masking every other exit applies (phones, card numbers, ...; agentplatform.redaction).
-            "mask": {"()": "agentplatform.redaction.MaskingFilter"},
+            # The masking every other exit applies (phones, card numbers, ...; core.redaction.text).
+            "mask": {"()": "core.redaction.text.MaskingFilter"},
         },
         "formatters": {
             "json": {"()": "agentplatform.ops.logs.JsonFormatter"},

@@ -43,7 +43,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry,
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from agentplatform import clock, correlation
+from core import clock, correlation
 
 HTTP_REQUESTS = Counter("agentplatform_http_requests", "HTTP requests answered",
                         ["method", "route", "status"])

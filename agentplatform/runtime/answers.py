@@ -9,7 +9,7 @@ from typing import Any, Callable
 from approvals import presentation
 from approvals.amendments import describe_changes
 from approvals.models import Approval, ConfirmationRequest
-from tools.masking import mask_value
+from core.redaction.fields import mask_value
 from tools.results import ToolResult
 
 Status = ConfirmationRequest.Status

@@ -7,6 +7,10 @@ class RuntimeConfig(AppConfig):
     verbose_name = "Agent runtime"
 
     def ready(self) -> None:
+        # The Celery app becomes the current app before any task is sent (the project package itself
+        # loads nothing on import).
+        from agentplatform import celery  # noqa: F401
+
         # Imported here, not at the top: the modules below import models, which Django loads
         # only after every app's configuration is read.
         from approvals.signals import confirmation_settled

@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform import clock
-from agentplatform.db import select_rows, update_row
+from core import clock
+from core.sql.select import select_rows
+from core.sql.statements import update_row
 from agentplatform.runtime import decided, ending, loop
 from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.events import EventRecorder
@@ -55,7 +56,7 @@ def claim_decided(run_id) -> Claimed | None:
     here are handed on, so the resume does not read them again.
     """
     with transaction.atomic():
-        # Prebuilt statements (agentplatform.db.select_rows): this claim runs on every resume, and
+        # Prebuilt statements (core.sql.select.select_rows): this claim runs on every resume, and
         # the ORM compiled its lock read alone in about 1.9 ms (docs/performance.md).
         # FOR NO KEY UPDATE: the lock the claim's UPDATE of non-key columns takes anyway, so rows
         # that refer to the run (its messages and events) can still be inserted meanwhile.

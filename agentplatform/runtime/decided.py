@@ -9,8 +9,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from agentplatform import clock
-from agentplatform.errors import DomainError
+from core import clock
+from core.errors import DomainError
 from agentplatform.runtime import answers, ending
 from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.leases import RunClaimLost

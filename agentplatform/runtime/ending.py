@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agentplatform.llm import pending as llm_pending
-from agentplatform.redaction import mask_text
+from core.redaction.text import mask_text
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.step import HeldRun, Step

@@ -8,8 +8,9 @@ from django.db import IntegrityError, connection
 from django.db.models import Max
 from django.utils import timezone
 
-from agentplatform.db import insert_row, release_connection_while_waiting
-from agentplatform.redaction import mask_json, mask_text, split_open_tail
+from core.sql.statements import insert_row
+from core.sql.transactions import release_connection_while_waiting
+from core.redaction.text import mask_json, mask_text, split_open_tail
 from agentplatform.runtime.models import Run, RunEvent
 
 # Streamed model text is stored in MODEL_TEXT events of what arrived in the last 50 ms (and at
@@ -54,7 +55,7 @@ class EventRecorder:
             self._held = []
 
     def held_into(self, together) -> int | None:
-        """Add the buffered events to `together` (agentplatform.db.Together: the step's writes in
+        """Add the buffered events to `together` (core.sql.batches.Together: the step's writes in
         one statement, inside its transaction); returns the index of their ids in its results, or
         None when none are held. `held_stored(ids)` is called with those ids once sent; they are
         shown to the listener by `tell` once the step committed. A seq collision (a lost holder)

@@ -14,8 +14,9 @@ import datetime
 
 from django.conf import settings
 
-from agentplatform import clock
-from agentplatform.db import select_rows, update_row
+from core import clock
+from core.sql.select import select_rows
+from core.sql.statements import update_row
 from agentplatform.runtime.models import Run
 from tools.context import FenceLost
 

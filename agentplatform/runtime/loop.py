@@ -14,9 +14,10 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from agentplatform import clock, correlation
-from agentplatform.db import Together, release_connection_while_waiting
-from agentplatform.errors import DomainError
+from core import clock, correlation
+from core.sql.batches import Together
+from core.sql.transactions import release_connection_while_waiting
+from core.errors import DomainError
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
 from agentplatform.llm.window import complete_in_window
@@ -87,7 +88,7 @@ def _store_run(*, user, message: str, conversation: Conversation, request_id: st
         internal_tool_execution = settings.AGENT_INTERNAL_TOOL_EXECUTION
     fresh = conversation._state.adding
     with transaction.atomic():
-        # One statement (agentplatform.db.Together; these models have no save() override and no
+        # One statement (core.sql.batches.Together; these models have no save() override and no
         # signal receivers): the first step of every run.
         together = Together()
         if fresh:

@@ -8,8 +8,8 @@ import json
 from django.conf import settings
 from django.db import connection
 
-from agentplatform import clock
-from agentplatform.errors import ModelQuotaExceeded
+from core import clock
+from core.errors import ModelQuotaExceeded
 from agentplatform.runtime.models import ModelCallCount, TenantModelQuota
 
 
@@ -33,7 +33,7 @@ def model_call_admit(*, tenant_id: int) -> int:
 def admission_statement(*, tenant_id: int) -> tuple[str, list]:
     """(SQL, params) of the upsert that counts one model call of `tenant_id` today (UTC). It
     returns one column: ARRAY[the day's count, the tenant's own limit or NULL], for
-    `admission_check`. A single data-modifying statement (agentplatform.db.Together can send it)."""
+    `admission_check`. A single data-modifying statement (core.sql.batches.Together can send it)."""
     quote = connection.ops.quote_name
     table = quote(ModelCallCount._meta.db_table)
     quotas = quote(TenantModelQuota._meta.db_table)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tools.recovery import idempotency_records_recover

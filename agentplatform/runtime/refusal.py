@@ -9,7 +9,7 @@ from django.conf import settings
 
 from agentplatform.llm.types import ModelTurn
 from agentplatform.runtime.step import Step
-from agentplatform.text import loads_json
+from core.text import loads_json
 from audit import events as audit
 from tools.context import ToolContext
 from tools.manager import ToolCallingManager

@@ -31,7 +31,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connections, transaction
 
-from agentplatform import correlation
+from core import correlation
 from agentplatform.runtime import claims
 from agentplatform.runtime.leases import RunClaimLost
 from agentplatform.runtime.outcome import Listener, RunOutcome, RunParked

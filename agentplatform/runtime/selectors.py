@@ -7,28 +7,28 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, F, Q, QuerySet
 
-from agentplatform.db import select_rows
-from agentplatform.errors import NotFound
+from core.sql.select import select_rows
+from core.errors import NotFoundError
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from approvals import presentation
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import outcome_of
-from tools.masking import mask_value
+from core.redaction.fields import mask_value
 
 
 def _uuid(value) -> uuid.UUID:
     try:
         return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
     except (ValueError, TypeError, AttributeError) as exc:
-        raise NotFound("not found") from exc
+        raise NotFoundError("not found") from exc
 
 
 def conversation_uuid(value) -> uuid.UUID:
-    """`value` as a conversation id. Raises NotFound when it is not a UUID (as an unknown id)."""
+    """`value` as a conversation id. Raises NotFoundError when it is not a UUID (as an unknown id)."""
     try:
         return _uuid(value)
-    except NotFound:
-        raise NotFound("conversation not found") from None
+    except NotFoundError:
+        raise NotFoundError("conversation not found") from None
 
 
 def conversations_for(*, user) -> QuerySet[Conversation]:
@@ -37,18 +37,18 @@ def conversations_for(*, user) -> QuerySet[Conversation]:
 
 
 def conversation_get(*, user, conversation_id) -> Conversation:
-    """The user's conversation. Raises NotFound for unknown ids and other users' or tenants' ones."""
+    """The user's conversation. Raises NotFoundError for unknown ids and other users' or tenants' ones."""
     conversation = conversations_for(user=user).filter(pk=_uuid(conversation_id)).first()
     if conversation is None:
-        raise NotFound("conversation not found")
+        raise NotFoundError("conversation not found")
     return conversation
 
 
 def run_get(*, user, run_id) -> Run:
-    """The user's run. Raises NotFound for unknown ids and other users' or tenants' runs."""
+    """The user's run. Raises NotFoundError for unknown ids and other users' or tenants' runs."""
     run = Run.objects.filter(pk=_uuid(run_id), tenant_id=user.tenant_id, user=user).first()
     if run is None:
-        raise NotFound("run not found")
+        raise NotFoundError("run not found")
     return run
 
 
@@ -64,7 +64,7 @@ def memory_messages(*, conversation: Conversation, exclude_run: Run | None = Non
     where: dict[str, Any] = {"conversation_id": conversation.pk, "in_memory": True}
     if exclude_run is not None:
         where["run_id__ne"] = exclude_run.pk
-    # A prebuilt statement (agentplatform.db.select_rows): read before every model call, where
+    # A prebuilt statement (core.sql.select.select_rows): read before every model call, where
     # the ORM's compile would cost more than the query (docs/performance.md).
     window = select_rows(Message, where, order_by=("-id",), limit=settings.AGENT_MEMORY_WINDOW)
     window.reverse()
@@ -133,7 +133,7 @@ def run_decisions(*, run: Run) -> list[dict]:
             .select_related("decided_by").prefetch_related("approvals__approver").order_by("created_at"))
     decisions = []
     for request in rows:
-        # Free text written by people leaves the platform masked (agentplatform.redaction).
+        # Free text written by people leaves the platform masked (core.redaction.text).
         decisions.append({
             "confirmation_id": request.pk, "tool_call_id": request.tool_call_id, "tool": request.tool_name,
             "summary": request.summary, "status": request.status, "outcome_code": request.outcome_code,

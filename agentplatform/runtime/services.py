@@ -10,9 +10,9 @@ import uuid
 
 from django.db import transaction
 
-from agentplatform import clock, correlation
-from agentplatform.errors import Conflict, InvalidInput, NotFound, PermissionDenied
-from agentplatform.redaction import mask_text, redact_tokens
+from core import clock, correlation
+from core.errors import ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError
+from core.redaction.text import mask_text, redact_tokens
 from agentplatform.runtime import loop, resume
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.leases import RunClaimLost
@@ -20,12 +20,12 @@ from agentplatform.runtime.outcome import Listener, RunOutcome
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from agentplatform.tenancy.roles import administered_tenant_id, is_platform_operator
 from agentplatform.runtime.selectors import conversation_get, conversation_uuid
-from agentplatform.text import storable_text
+from core.text import storable_text
 from approvals import cancellation, requester_actions
 from approvals.errors import ConfirmationNotFound
 from approvals.models import ConfirmationRequest
 from audit import events as audit
-from tools.masking import mask_value
+from core.redaction.fields import mask_value
 from tools.calls import PendingConfirmation
 
 logger = logging.getLogger(__name__)
@@ -37,9 +37,9 @@ def conversation_new(*, user, title: str = "", max_chars: int = 200) -> Conversa
     """A new conversation for `user` in their tenant, not saved yet: the run of its first message
     stores it in the same transaction (loop.run_create). `title` is masked, then cut to `max_chars`
     (the first message's first 60 characters: cut first, a card number cut in half would no longer
-    be recognised as one). Raises PermissionDenied without a tenant."""
+    be recognised as one). Raises PermissionDeniedError without a tenant."""
     if user.tenant_id is None:
-        raise PermissionDenied("a user without a tenant cannot chat")
+        raise PermissionDeniedError("a user without a tenant cannot chat")
     # User text is stored masked: a token or card number pasted as the first message must not
     # become the title.
     return Conversation(tenant_id=user.tenant_id, user=user, title=mask_text(title)[:min(max_chars, 200)])
@@ -48,7 +48,7 @@ def conversation_new(*, user, title: str = "", max_chars: int = 200) -> Conversa
 @transaction.atomic
 def conversation_create(*, user, title: str = "", max_chars: int = 200) -> Conversation:
     """Create a conversation for `user` in their tenant (`title` as `conversation_new`). Raises
-    PermissionDenied without a tenant."""
+    PermissionDeniedError without a tenant."""
     conversation = conversation_new(user=user, title=title, max_chars=max_chars)
     conversation.save(force_insert=True)
     return conversation
@@ -84,13 +84,13 @@ def chat_send(
     pending call of this conversation and resume its run.
 
     Returns the RunOutcome (run, pending confirmations with the requester's tokens shown once).
-    Raises InvalidInput (blank or oversized message), NotFound (other user's or tenant's
+    Raises InvalidInputError (blank or oversized message), NotFoundError (other user's or tenant's
     conversation), ConfirmationNotFound/ConfirmationExpired/ConfirmationAlreadyDecided (token path),
     ToolPermissionDenied (the model proposed a tool this user may not use).
     """
     if conversation_id is None:
         if confirmation_token:
-            raise InvalidInput("a confirmation token needs the conversation_id it belongs to")
+            raise InvalidInputError("a confirmation token needs the conversation_id it belongs to")
         conversation = conversation_new(user=user, title=storable_text(message or "")[:MAX_MESSAGE_CHARS],
                                         max_chars=60)
     elif confirmation_token:
@@ -101,10 +101,10 @@ def chat_send(
     else:
         conversation = conversation_get(user=user, conversation_id=conversation_id)
     if not isinstance(message, str) or not message.strip():
-        raise InvalidInput("message must be a non-blank string")
+        raise InvalidInputError("message must be a non-blank string")
     message = storable_text(message)  # NUL / lone surrogates: PostgreSQL cannot store them
     if len(message) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
+        raise InvalidInputError(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     try:
         return loop.run_start(user=user, message=_masked_message(message, conversation), conversation=conversation,
                               request_id=request_id, listener=listener)
@@ -180,13 +180,13 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
     loses it: its next fenced write or tool execution stops (nothing runs after the cancel).
 
     actor: the requester, or a tenant administrator of the run's tenant. Returns the run. Raises
-    NotFound (unknown id, another tenant's run, or another user's run for a non-administrator)
-    and Conflict (code RUN_FINISHED) for a run that already ended.
+    NotFoundError (unknown id, another tenant's run, or another user's run for a non-administrator)
+    and ConflictError (code RUN_FINISHED) for a run that already ended.
     """
     run = Run.objects.filter(pk=_uuid_or_none(run_id), tenant_id=actor.tenant_id).first() \
         if actor.tenant_id is not None else None
     if run is None or not _may_cancel(actor=actor, run=run):
-        raise NotFound("run not found")
+        raise NotFoundError("run not found")
     who = actor.get_username()
     # The reason is stored and shown: tokens redacted, personal data masked, like any user text.
     said = mask_value("reason", redact_tokens(reason.strip()[:300])) if reason and reason.strip() else ""
@@ -196,7 +196,7 @@ def run_cancel(*, run_id, actor, reason: str = "") -> Run:
             .update(status=Run.Status.CANCELLED, lease_expires_at=None, error_code="RUN_CANCELLED",
                     error_message=why[:500], updated_at=clock.now())
         if changed != 1:
-            raise Conflict(f"run {run.pk} already ended ({run.status})", code="RUN_FINISHED")
+            raise ConflictError(f"run {run.pk} already ended ({run.status})", code="RUN_FINISHED")
         cancellation.confirmations_cancel_for_run(run_id=run.pk, actor_id=actor.pk, reason=why)
         audit.run_cancelled(tenant_id=run.tenant_id, actor_id=actor.pk, status="RUN_CANCELLED",
                      request_id=run.request_id, conversation_id=run.conversation_id, run_id=run.pk, message=why)
@@ -250,14 +250,14 @@ def chat_start(*, user, message: str, conversation_id: uuid.UUID | str | None = 
     """Start a run for `message` without waiting for it (POST /chat/ with `Prefer: respond-async`).
 
     The run is stored RUNNING and parked (no lease); a worker, or a background thread when tasks
-    are eager, claims and drives it (runtime/resume.py). Returns the run. Raises InvalidInput
-    (blank or oversized message), NotFound (another user's conversation), PermissionDenied (no
+    are eager, claims and drives it (runtime/resume.py). Returns the run. Raises InvalidInputError
+    (blank or oversized message), NotFoundError (another user's conversation), PermissionDeniedError (no
     tenant). A tool the user may not use fails the run (PERMISSION_DENIED) instead of raising.
     """
     if not isinstance(message, str) or not message.strip():
-        raise InvalidInput("message must be a non-blank string")
+        raise InvalidInputError("message must be a non-blank string")
     if len(message) > MAX_MESSAGE_CHARS:
-        raise InvalidInput(f"message exceeds {MAX_MESSAGE_CHARS} characters")
+        raise InvalidInputError(f"message exceeds {MAX_MESSAGE_CHARS} characters")
     if conversation_id is None:
         conversation = conversation_create(user=user, title=message, max_chars=60)
     else:

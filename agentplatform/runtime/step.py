@@ -22,10 +22,11 @@ from typing import Any, Callable
 from django.conf import settings
 from django.db import connection, transaction
 
-from agentplatform import clock
-from agentplatform.db import Together, transaction_usable
-from agentplatform.errors import ModelQuotaExceeded
-from agentplatform.redaction import mask_text
+from core import clock
+from core.sql.batches import Together
+from core.sql.transactions import transaction_usable
+from core.errors import ModelQuotaExceeded
+from core.redaction.text import mask_text
 from agentplatform.runtime import quota
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.leases import RunClaimLost, lock_held, new_lease, run_save_fenced
@@ -98,7 +99,7 @@ class HeldRun:
 
 class Step:
     """One step of a held run: a transaction, and the messages, run values and events written
-    together in one statement when it ends (agentplatform.db.Together).
+    together in one statement when it ends (core.sql.batches.Together).
 
     Events emitted inside the step are shown to the listener only after the commit. On the way out:
     - a lost fence (RunClaimLost/FenceLost), or a database error that left the transaction
@@ -238,7 +239,7 @@ class Step:
             self.held.run.lease_expires_at = self.fence
 
     def _write(self) -> None:
-        """The step's held writes in one statement (agentplatform.db.Together): its messages, the
+        """The step's held writes in one statement (core.sql.batches.Together): its messages, the
         run's row (fenced: RunClaimLost when this process no longer holds it) and its events."""
         held, run = self.held, self.held.run
         together = Together()

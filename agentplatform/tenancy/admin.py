@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.template.response import TemplateResponse
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import (
     TenantScopedAdminMixin,
     TenantScopedMixin,

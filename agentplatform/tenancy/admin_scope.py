@@ -18,7 +18,7 @@ from django.contrib.auth.models import Group, Permission
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponseRedirect
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 
 from agentplatform.tenancy.models import Tenant, User
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role

@@ -26,14 +26,14 @@ from django.utils import timezone
 
 from knox.models import get_token_model
 
-from agentplatform.errors import InvalidInput, NotFound, PermissionDenied
+from core.errors import InvalidInputError, NotFoundError, PermissionDeniedError
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
 from agentplatform.tenancy.service_accounts import is_service_account
 from audit import events
 
 
-class KeyForAnotherPerson(PermissionDenied):
+class KeyForAnotherPerson(PermissionDeniedError):
     """An API key was asked for someone other than the asker who is a person: a key is shown only
     to the person it authenticates (docs/operations.md, "API keys"). HTTP 403; nothing is created."""
 
@@ -47,8 +47,8 @@ def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=
     API_KEY_ALLOW_NO_EXPIRY is off). actor: who asked and will see the key: the owner, or for a
     service account a tenant administrator of its tenant or a platform operator (`may_receive_key`);
     None for the command line (an operator at the shell). Raises KeyForAnotherPerson (403) when
-    `actor` asks for another person's key, PermissionDenied for an inactive user or a service
-    account the actor does not administer, InvalidInput for a blank name or a bad expiry. Audited
+    `actor` asks for another person's key, PermissionDeniedError for an inactive user or a service
+    account the actor does not administer, InvalidInputError for a blank name or a bad expiry. Audited
     (CONTROL_CHANGE, api_token, CREATED) in the same transaction; nothing is created when refused.
     """
     if actor is not None:
@@ -59,10 +59,10 @@ def api_key_issue(*, user, name: str, expires_in_days: int | None = None, actor=
 @transaction.atomic(durable=True)
 def _api_key_create(*, user, name: str, expires_in_days: int | None, actor) -> tuple[Any, str]:
     if not user.is_active:
-        raise PermissionDenied("an inactive user cannot have an API key")
+        raise PermissionDeniedError("an inactive user cannot have an API key")
     name = (name or "").strip()[:100]
     if not name:
-        raise InvalidInput("an API key needs a name")
+        raise InvalidInputError("an API key needs a name")
     days = settings.API_KEY_TTL_DAYS if expires_in_days is None else expires_in_days
     _check_expiry(days)
     # Audited by the control-plane receivers (agentplatform.controlplane, kind api_token) in this
@@ -77,7 +77,7 @@ def require_may_receive_key(*, actor, owner) -> None:
     themselves, or, for a service account (no human owner), a platform operator or a tenant
     administrator of its tenant. Raises KeyForAnotherPerson for another person (whoever asks:
     administrators and operators list and revoke keys, never receive one for someone else) and
-    PermissionDenied for a service account the actor does not administer. Returns None."""
+    PermissionDeniedError for a service account the actor does not administer. Returns None."""
     if actor.pk == owner.pk:
         return
     if not is_service_account(owner):
@@ -88,7 +88,7 @@ def require_may_receive_key(*, actor, owner) -> None:
     if role == PLATFORM_OPERATOR or (role == TENANT_ADMINISTRATOR and actor.tenant_id is not None
                                      and actor.tenant_id == owner.tenant_id):
         return
-    raise PermissionDenied("only a tenant administrator of its tenant or a platform operator may issue "
+    raise PermissionDeniedError("only a tenant administrator of its tenant or a platform operator may issue "
                            "a service account's key")
 
 
@@ -97,7 +97,7 @@ def _require_or_audit(*, actor, owner) -> None:
     nothing was created to roll back) before it is raised."""
     try:
         require_may_receive_key(actor=actor, owner=owner)
-    except PermissionDenied as error:
+    except PermissionDeniedError as error:
         tenant_id = actor.tenant_id or owner.tenant_id
         if tenant_id is not None:
             events.api_key_refused(tenant_id=tenant_id, status=error.code, actor_id=actor.pk,
@@ -118,12 +118,12 @@ def _may_manage(actor, owner) -> bool:
 @transaction.atomic  # not durable: the admin's delete view calls it inside its own transaction
 def api_key_revoke(*, public_id: uuid.UUID | str, actor) -> None:
     """Revoke (delete) one API key: by its owner, a tenant administrator of the owner's tenant, or
-    a platform operator. Raises NotFound for an unknown key or one the actor may not manage (another
+    a platform operator. Raises NotFoundError for an unknown key or one the actor may not manage (another
     tenant's key answers 404, not 403). Audited (CONTROL_CHANGE, api_token, DELETED)."""
     key = (get_token_model().objects.select_for_update(of=("self",)).select_related("user")
            .filter(public_id=public_id).first())
     if key is None or not _may_manage(actor, key.user):
-        raise NotFound("unknown API key")
+        raise NotFoundError("unknown API key")
     with acting_as(actor):
         key.delete()  # audited by the control-plane receivers (DELETED, kind api_token)
 
@@ -137,7 +137,7 @@ def api_token_issue(*, user, rotate: bool = False, name: str = "default", actor=
     same rule as the API (`require_may_receive_key`: only a service account's key may be
     received by its administrator). rotate: revoke the user's other keys first, so they stop
     working at once. expires_in_days as `api_key_issue`. Raises KeyForAnotherPerson,
-    PermissionDenied (inactive user), InvalidInput (bad expiry); nothing changes when refused.
+    PermissionDeniedError (inactive user), InvalidInputError (bad expiry); nothing changes when refused.
     """
     if actor is not None:
         _require_or_audit(actor=actor, owner=user)
@@ -147,7 +147,7 @@ def api_token_issue(*, user, rotate: bool = False, name: str = "default", actor=
 @transaction.atomic  # not durable: the admin action and test set-ups call it inside their own
 def _api_token_create(*, user, rotate: bool, name: str, actor, expires_in_days: int | None) -> str:
     if not user.is_active:
-        raise PermissionDenied("an inactive user cannot have an API key")
+        raise PermissionDeniedError("an inactive user cannot have an API key")
     days = settings.API_KEY_TTL_DAYS if expires_in_days is None else expires_in_days
     _check_expiry(days)
     with acting_as(actor) if actor is not None else nullcontext():
@@ -161,9 +161,9 @@ def _api_token_create(*, user, rotate: bool, name: str, actor, expires_in_days: 
 
 def _check_expiry(days: int) -> None:
     if days < 0 or days > settings.API_KEY_MAX_TTL_DAYS:
-        raise InvalidInput(f"expires_in_days must be between 0 and {settings.API_KEY_MAX_TTL_DAYS}")
+        raise InvalidInputError(f"expires_in_days must be between 0 and {settings.API_KEY_MAX_TTL_DAYS}")
     if days == 0 and settings.API_KEY_TTL_DAYS and not settings.API_KEY_ALLOW_NO_EXPIRY:
-        raise InvalidInput("keys without expiry are not allowed here (API_KEY_ALLOW_NO_EXPIRY)")
+        raise InvalidInputError("keys without expiry are not allowed here (API_KEY_ALLOW_NO_EXPIRY)")
 
 
 def api_keys_revoke_for_moved_user(sender, *, user, old_tenant_id, **kwargs) -> int:

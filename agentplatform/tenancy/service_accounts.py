@@ -21,7 +21,7 @@ from typing import Any, Iterable
 from django.contrib.auth.models import Group, Permission
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from agentplatform.errors import PermissionDenied
+from core.errors import PermissionDeniedError
 from agentplatform.tenancy.models import User
 
 APPROVE_APP_LABEL = "tools"
@@ -29,7 +29,7 @@ APPROVE_CODENAME = "approve_tool"
 APPROVE_PERMISSION = f"{APPROVE_APP_LABEL}.{APPROVE_CODENAME}"
 
 
-class ServiceAccountRefused(PermissionDenied):
+class ServiceAccountRefused(PermissionDeniedError):
     """A change would make a service account an approver (or a person-only role). HTTP 403."""
 
     code = "SERVICE_ACCOUNT_REFUSED"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.redaction import mask_text
-from tools.masking import mask_mapping
+from core.redaction.text import mask_text
+from core.redaction.fields import mask_mapping
 
 
 @pytest.mark.parametrize(("text", "masked"), [

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import approver_actions

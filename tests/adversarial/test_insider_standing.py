@@ -11,7 +11,7 @@ from django.db import transaction
 from guardian.shortcuts import assign_perm, remove_perm
 from rest_framework.test import APIClient
 
-from agentplatform import clock
+from core import clock
 from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.controlplane.errors import (
     ControlChangeAlreadyDecided,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import claims, services
 from agentplatform.runtime.step import Step
 from agentplatform.runtime.models import Run

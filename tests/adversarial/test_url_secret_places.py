@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentplatform.endpoint_redaction import safe_url, scrub_urls, url_record
+from core.redaction.endpoints import safe_url, scrub_urls, url_record
 
 SECRET = "s3cr3tTOKENabc123"
 

@@ -8,7 +8,7 @@ import pytest
 
 from django.contrib.auth.models import Permission
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest

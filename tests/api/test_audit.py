@@ -8,7 +8,7 @@ import json
 
 from django.contrib.auth.models import Permission
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from audit import events
 from audit.models import AuditEvent

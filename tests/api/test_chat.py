@@ -100,7 +100,7 @@ def test_a_token_of_another_conversation_or_user_is_404(api, requester, outsider
 def test_an_expired_token_is_410(api, requester, cancel_pending, monkeypatch):
     from datetime import timedelta
 
-    from agentplatform import clock
+    from core import clock
 
     later = clock.now() + timedelta(hours=2)
     monkeypatch.setattr(clock, "now", lambda: later)

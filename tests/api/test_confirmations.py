@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tools.catalog.models import Cancellation, Order

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connection
 
-from agentplatform import clock
+from core import clock
 from agentplatform.api.idempotency import http_idempotency_prune, request_fingerprint
 from agentplatform.api.models import HttpIdempotencyKey
 from agentplatform.runtime.models import Run

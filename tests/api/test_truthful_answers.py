@@ -11,7 +11,7 @@ import pytest
 from django.db import OperationalError
 from rest_framework.test import APIClient
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import ending, leases, resume, services
 from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.events import EventRecorder

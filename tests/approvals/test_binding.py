@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from guardian.shortcuts import assign_perm
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime.services import conversation_create
 from agentplatform.tenancy.models import User
 from approvals import consumption, expiry, requester_actions

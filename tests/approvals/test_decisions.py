@@ -17,7 +17,7 @@ from django.contrib.auth.models import Permission
 from guardian.shortcuts import assign_perm, remove_perm
 from rest_framework.test import APIClient
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.tenancy.models import User

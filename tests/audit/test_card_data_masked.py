@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from agentplatform.redaction import mask_text, split_open_tail
+from core.redaction.text import mask_text, split_open_tail
 from agentplatform.runtime import events as events_module
 from agentplatform.runtime import services
 from agentplatform.runtime.events import EventRecorder
@@ -17,7 +17,7 @@ from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tests.llm.fake_openai_server import (chunk, completion, json_response, sse_response, turn_response,
                                          usage_chunk)
-from tools.masking import mask_mapping
+from core.redaction.fields import mask_mapping
 
 
 @pytest.mark.parametrize(("text", "masked"), [

@@ -168,7 +168,7 @@ def test_two_swapped_rows_are_named(requester):
 def test_a_row_inserted_around_the_chain_is_named(requester):
     _write(requester, 2)
     forged = AuditEvent(tenant_id=requester.tenant_id, decision="APPROVED", message="forged approval")
-    from agentplatform.db import insert_row
+    from core.sql.statements import insert_row
 
     insert_row(AuditEvent, {f.attname: getattr(forged, f.attname) for f in AuditEvent._meta.concrete_fields
                             if f.attname not in chain.CHAIN_FIELDS and f.attname != "occurred_at"})

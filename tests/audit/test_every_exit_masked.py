@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from rest_framework.test import APIClient
 
 from agentplatform.tenancy.credentials import api_token_issue
-from agentplatform.redaction import MaskingFilter, mask_text, split_open_tail
+from core.redaction.text import MaskingFilter, mask_text, split_open_tail
 from agentplatform.runtime import services
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent

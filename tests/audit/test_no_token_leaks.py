@@ -11,7 +11,7 @@ import pytest
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Message, Run, RunEvent
-from agentplatform.tokens import digest
+from core.tokens import digest
 from approvals import requester_actions
 from approvals.errors import ConfirmationAlreadyDecided
 from approvals.models import ConfirmationRequest

@@ -10,7 +10,7 @@ import datetime
 
 import pytest
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals.models import ConfirmationRequest

@@ -243,7 +243,7 @@ def test_undecided_changes_expire_and_rejections_are_audited(settings, acme_admi
     settings.CONTROL_CHANGE_TTL_HOURS = 1
     change = _propose_grant(acme_admin, nobody)
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=2)
-    with mock.patch("agentplatform.clock.now", return_value=later):
+    with mock.patch("core.clock.now", return_value=later):
         assert control_changes_expire() == 1
     assert PendingControlChange.objects.get(pk=change.pk).status == Status.EXPIRED
     with pytest.raises(ControlChangeAlreadyDecided):

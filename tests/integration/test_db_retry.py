@@ -10,7 +10,7 @@ import psycopg.errors
 import pytest
 from django.db import OperationalError, connection, transaction
 
-from agentplatform.db import retry_on_serialization_failure
+from core.sql.transactions import retry_on_serialization_failure
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import consumption
@@ -68,12 +68,12 @@ def test_injected_failures_in_the_consume_are_retried_and_the_side_effect_happen
     run, pending = waiting_cancellation(requester)
     attempts = flaky_consume(2, cause)
 
-    with caplog.at_level(logging.WARNING, logger="agentplatform.db"):
+    with caplog.at_level(logging.WARNING, logger="core.sql.transactions"):
         services.chat_send(user=requester, message="yes", conversation_id=run.conversation_id,
                            confirmation_token=pending.token)
 
     assert len(attempts) == 3
-    assert len([r for r in caplog.records if r.name == "agentplatform.db"]) == 2
+    assert len([r for r in caplog.records if r.name == "core.sql.transactions"]) == 2
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
     assert Cancellation.objects.count() == 1
     assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONSUMED
@@ -175,7 +175,7 @@ def test_a_real_deadlock_during_the_execution_is_retried_and_cancels_once(reques
             connection.close()
 
     threads = [threading.Thread(target=other_transaction), threading.Thread(target=pipeline)]
-    with caplog.at_level(logging.WARNING, logger="agentplatform.db"):
+    with caplog.at_level(logging.WARNING, logger="core.sql.transactions"):
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -183,7 +183,7 @@ def test_a_real_deadlock_during_the_execution_is_retried_and_cancels_once(reques
 
     assert outcome["other"] == "committed"
     assert not isinstance(outcome["pipeline"], BaseException), outcome["pipeline"]
-    assert any("deadlock detected" in r.getMessage() for r in caplog.records if r.name == "agentplatform.db")
+    assert any("deadlock detected" in r.getMessage() for r in caplog.records if r.name == "core.sql.transactions")
     assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
     assert Cancellation.objects.count() == 1
     assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONSUMED

@@ -1,5 +1,5 @@
 """Expiry at the boundary, the `approvals.expire_confirmations` task, late decisions, and what the
-model is told (issue 4, test 7). Runs on any database: the clock is `agentplatform.clock.now`,
+model is told (issue 4, test 7). Runs on any database: the clock is `core.clock.now`,
 patched; the resume enqueued on commit runs eagerly (no broker)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import approver_actions, requester_actions

@@ -2,7 +2,7 @@
 
 A worker dying in the middle of a tool execution is simulated by a BaseException raised from the
 business function after its change: nothing catches it, so it unwinds like a killed process
-(the transaction rolls back, the run keeps its lease). The clock is `agentplatform.clock.now`.
+(the transaction rolls back, the run keeps its lease). The clock is `core.clock.now`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import socket
 import pytest
 from django.conf import settings as django_settings
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import claims, services
 from agentplatform.runtime.outcome import RunParked
 from agentplatform.runtime.events import EventRecorder

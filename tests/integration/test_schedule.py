@@ -7,7 +7,7 @@ import datetime
 import pytest
 from django.conf import settings
 
-from agentplatform import clock
+from core import clock
 from agentplatform.celery import app
 from tools.models import IdempotencyRecord
 from tools.tasks import prune_idempotency_records

@@ -23,7 +23,7 @@ import threading
 import pytest
 from django.conf import settings as django_settings
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import claims, services
 from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run

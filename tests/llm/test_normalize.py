@@ -1,4 +1,4 @@
-"""agentplatform.llm.normalize and agentplatform.text: the canonical turn, unit by unit, and the
+"""agentplatform.llm.normalize and core.text: the canonical turn, unit by unit, and the
 less common shapes through the real SDK (complete() against the fake server)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from agentplatform.llm import normalize
 from agentplatform.llm.client import complete
 from agentplatform.llm.normalize import RawCall, normalize_calls, normalize_turn, replay_messages
-from agentplatform.text import storable_text, unstorable_reason
+from core.text import storable_text, unstorable_reason
 from tests.llm.fake_openai_server import chunk, completion, json_response, sse_response, validate_request
 
 

@@ -16,9 +16,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from guardian.shortcuts import assign_perm
 
-from agentplatform.endpoint_redaction import safe_url, scrub_urls, url_record
+from core.redaction.endpoints import safe_url, scrub_urls, url_record
 from agentplatform.ops.logs import CorrelationFilter, JsonFormatter, RedactingFilter
-from agentplatform.redaction import MaskingFilter
+from core.redaction.text import MaskingFilter
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import RunEvent
 from audit.models import AuditEvent

@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from guardian.shortcuts import assign_perm
 
-from agentplatform.errors import PermissionDenied
+from core.errors import PermissionDeniedError
 from agentplatform.runtime import services as runtime
 from mcp_sources import services as mcp_services
 from mcp_sources.client import Listing, RemoteTool
@@ -216,7 +216,7 @@ def test_a_review_is_refused_when_the_definition_changed_after_it_was_shown(wx, 
     # and only a platform operator reviews
     from agentplatform.tenancy.models import User
 
-    with pytest.raises(PermissionDenied):
+    with pytest.raises(PermissionDeniedError):
         tool_review(mcp_tool_id=row.pk, reviewer=User.objects.get(username="acme-admin"),
                     definition_hash=row.definition_hash)
 

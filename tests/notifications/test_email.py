@@ -9,7 +9,7 @@ import pytest
 from django.core import mail
 from guardian.shortcuts import assign_perm, remove_perm
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services as runtime
 from approvals import approver_actions, expiry
 from approvals.models import ConfirmationRequest

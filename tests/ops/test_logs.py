@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from agentplatform import correlation
+from core import correlation
 from agentplatform.ops.logs import CorrelationFilter, JsonFormatter, RedactingFilter, redact
 from agentplatform.runtime.models import Run
 from audit.models import AuditEvent
@@ -131,7 +131,7 @@ def test_tool_and_tool_call_id_are_bound_while_a_call_runs(monkeypatch):
 @pytest.fixture
 def masked_log_lines():
     """As log_lines, with the masking filter of settings.LOGGING too."""
-    from agentplatform.redaction import MaskingFilter
+    from core.redaction.text import MaskingFilter
 
     with _captured(CorrelationFilter(), RedactingFilter(), MaskingFilter()) as text:
         yield text

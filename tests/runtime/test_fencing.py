@@ -7,7 +7,7 @@ import datetime
 import pytest
 from django.conf import settings
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import claims, ending, leases, services
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.step import HeldRun, Step

@@ -9,7 +9,7 @@ import uuid
 
 from guardian.shortcuts import remove_perm
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Run
 from approvals import approver_actions, expiry, requester_actions

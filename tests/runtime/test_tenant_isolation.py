@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agentplatform.errors import NotFound
+from core.errors import NotFoundError
 from agentplatform.runtime import selectors, services
 from agentplatform.runtime.models import Run
 from approvals import approver_actions, requester_actions
@@ -57,7 +57,7 @@ def test_globex_user_cannot_confirm_or_decline_an_acme_token(outsider, requester
         requester_actions.confirmation_confirm(token=token, user=outsider)
     with pytest.raises(ConfirmationNotFound):
         requester_actions.confirmation_cancel(token=token, user=outsider)
-    with pytest.raises(NotFound):  # the acme conversation does not exist for the outsider
+    with pytest.raises(NotFoundError):  # the acme conversation does not exist for the outsider
         services.chat_send(user=outsider, message="yes", conversation_id=outcome.run.conversation_id,
                            confirmation_token=token)
 
@@ -92,13 +92,13 @@ def test_globex_user_cannot_get_an_acme_run_or_conversation(outsider, requester,
     run, conversation = outcome.run, outcome.run.conversation
 
     for reader in (outsider, approver1):  # another tenant, and another user of the same tenant
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             selectors.run_get(user=reader, run_id=run.pk)
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             selectors.conversation_get(user=reader, conversation_id=conversation.pk)
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             services.chat_send(user=reader, message="hello", conversation_id=conversation.pk)
         assert not selectors.conversations_for(user=reader).filter(pk=conversation.pk).exists()
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         selectors.run_get(user=outsider, run_id="not-a-uuid")
     assert selectors.run_get(user=requester, run_id=run.pk) == run

@@ -1,4 +1,4 @@
-"""agentplatform.db.insert_row / update_row: the single-statement writes of the hot path store what
+"""core.sql.statements.insert_row / update_row: the single-statement writes of the hot path store what
 the ORM would store (defaults, auto_now, JSON, UUIDs) and skip a unique conflict without an error."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.db import IntegrityError, transaction
 
-from agentplatform.db import insert_row, update_row
+from core.sql.statements import insert_row, update_row
 from audit.models import AuditEvent
 from tools.models import IdempotencyRecord
 
@@ -67,7 +67,7 @@ def test_insert_row_stores_uuid_json_and_null_like_the_orm(db, requester):
 
 
 def test_track_writes_sees_writes_and_forgets_those_a_savepoint_rolled_back(db, requester):
-    from agentplatform.db import track_writes
+    from core.sql.transactions import track_writes
 
     with track_writes() as reads:
         list(IdempotencyRecord.objects.select_for_update().filter(tenant_id=requester.tenant_id))

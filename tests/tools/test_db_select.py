@@ -1,4 +1,4 @@
-"""agentplatform.db.select_rows / insert_instance / Together: the prebuilt reads and writes of the hot
+"""core.sql.select.select_rows / insert_instance / Together: the prebuilt reads and writes of the hot
 path give back what the ORM gives back: the same rows, in the same order, with the same
 Python values (JSON, UUIDs, datetimes, booleans), related rows attached, on PostgreSQL and SQLite."""
 from __future__ import annotations
@@ -9,8 +9,10 @@ import uuid
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from agentplatform import clock
-from agentplatform.db import Together, insert_instance, select_rows
+from core import clock
+from core.sql.batches import Together
+from core.sql.select import select_rows
+from core.sql.statements import insert_instance
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from approvals.models import ConfirmationRequest
 from tools.models import Tool

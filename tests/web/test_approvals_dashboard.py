@@ -8,7 +8,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from agentplatform import clock
+from core import clock
 from approvals import approver_actions
 from audit.models import AuditEvent
 from approvals.models import Approval, ConfirmationRequest

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from agentplatform import clock
+from core import clock
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals import approver_actions
 from approvals.models import ConfirmationRequest

@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from guardian.shortcuts import get_groups_with_perms, get_users_with_perms
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import refused_response, tenant_groups, tenant_users
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR
 from tools.admin.forms import (TENANT_GRANTABLE, TenantGroupManage, TenantGroupPermsForm, TenantUserManage,

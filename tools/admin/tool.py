@@ -17,7 +17,7 @@ from agentplatform.tenancy.actor import current_request
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, tenant_users
 from agentplatform.tenancy.models import User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
-from agentplatform.visible_text import visible_html
+from core.visible_text import visible_html
 from tools.access import tool_access, tools_access
 from tools.admin.forms import LabelledChangelistMixin, describe
 from tools.admin.grants import ToolGrantsMixin

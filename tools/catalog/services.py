@@ -12,10 +12,11 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from agentplatform import clock
-from agentplatform.db import insert_instance, select_rows, update_row
+from core import clock
+from core.sql.select import select_rows
+from core.sql.statements import insert_instance, update_row
 
-from agentplatform.errors import NotFound
+from core.errors import NotFoundError
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
 from tools.errors import ToolBusinessError
 from tools.money import money
@@ -57,7 +58,7 @@ def _read_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> O
 
 def _find_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> Order | None:
     """The tenant's order with this business id, or None. A prebuilt statement
-    (agentplatform.db.select_rows): a gated order call reads it up to four times on its way
+    (core.sql.select.select_rows): a gated order call reads it up to four times on its way
     (precheck, approval context, precheck again, the locked change)."""
     found = select_rows(Order, {"tenant_id": tenant_id, "order_id": order_id}, for_update=for_update,
                         order_by=("pk",), limit=1)
@@ -259,8 +260,8 @@ def orders_list(*, tenant_id: int, status: str | None = None, cursor: str | None
 
 
 def order_for_tenant(*, tenant_id: int, order_id: str) -> Order:
-    """Selector used by tests and the demo. Raises NotFound for another tenant's order."""
+    """Selector used by tests and the demo. Raises NotFoundError for another tenant's order."""
     order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).first()
     if order is None:
-        raise NotFound(f"order {order_id} not found")
+        raise NotFoundError(f"order {order_id} not found")
     return order

@@ -16,7 +16,7 @@ from tools.catalog import services
 from tools.context import ToolContext
 from tools.errors import ToolValidationError
 from tools.hashing import key_hash
-from tools.masking import mask_address, mask_phone
+from core.redaction.fields import mask_address, mask_phone
 from tools.money import normalize_amount
 from tools.registry import EditRule, tool
 

@@ -22,7 +22,7 @@ from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.selectors import api_keys_for
 from agentplatform.tenancy.credentials import api_key_issue, api_key_revoke
 from agentplatform.api.throttling import ApiScopeThrottle
-from agentplatform.errors import InvalidInput, NotFound
+from core.errors import InvalidInputError, NotFoundError
 from agentplatform.tenancy.roles import is_platform_operator
 
 
@@ -67,7 +67,7 @@ class ApiKeyListCreateApi(ApiView):
     def get(self, request: Request) -> Response:
         scope = request.query_params.get("scope", "mine")
         if scope not in ("mine", "tenant"):
-            raise InvalidInput("scope must be one of: mine, tenant")
+            raise InvalidInputError("scope must be one of: mine, tenant")
         whole_tenant = scope == "tenant"
         return paginated_response(self, api_keys_for(user=request.user, whole_tenant=whole_tenant), ApiKeySerializer)
 
@@ -89,7 +89,7 @@ class ApiKeyListCreateApi(ApiView):
                     if request.user.tenant_id is not None else candidates.none()
             owner = candidates.first()
             if owner is None:
-                raise NotFound("unknown user")
+                raise NotFoundError("unknown user")
         key, raw = api_key_issue(user=owner, name=data["name"], expires_in_days=data.get("expires_in_days"),
                                  actor=request.user)
         body = ApiKeySerializer(key).data | {"key": raw}

@@ -9,13 +9,13 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform import clock
+from core import clock
 from agentplatform.api.base import ApiView
 from agentplatform.api.pagination import PagePagination, paginated_response
 from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
-from agentplatform.errors import NotFound
+from core.errors import NotFoundError
 from approvals import amendments, approver_actions
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
@@ -149,7 +149,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 def _decided(user, request_id: uuid.UUID) -> Response:
     row = request_as_seen_by_decider(user=user, request_id=request_id)
     if row is None:  # cannot happen after a successful decision; fail closed all the same
-        raise NotFound("unknown confirmation request")
+        raise NotFoundError("unknown confirmation request")
     return Response(ApprovalRequestSerializer(row).data)
 
 

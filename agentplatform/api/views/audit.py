@@ -9,11 +9,11 @@ from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
-from agentplatform import clock
+from core import clock
 from agentplatform.api.base import ApiView
 from agentplatform.api.pagination import StrictCursorPagination, UniqueKeyCursorPagination
 from agentplatform.api.serializers import StrictCharField, StrictDateTimeField, query_values
-from agentplatform.errors import InvalidInput
+from core.errors import InvalidInputError
 from agentplatform.api.exports import CSVRenderer, JSONLinesRenderer, csv_lines, event_row, jsonl_lines
 from agentplatform.api.schema import COMMON, errors
 from audit.models import AuditEvent
@@ -108,7 +108,7 @@ class AuditEventListApi(ApiView):
         # `?format=` as the schema states it: one of the renderers' formats (DRF would ignore an
         # empty value and answer 404 to an unknown one)
         if not force and "format" in request.query_params and request.query_params["format"] not in EXPORT_FORMATS:
-            raise InvalidInput(f"format must be one of {', '.join(EXPORT_FORMATS)}")
+            raise InvalidInputError(f"format must be one of {', '.join(EXPORT_FORMATS)}")
         return super().perform_content_negotiation(request, force)
 
     @extend_schema(

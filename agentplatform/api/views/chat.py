@@ -13,7 +13,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform import correlation
+from core import correlation
 from agentplatform.api.base import ApiView
 from agentplatform.api.idempotency import (
     http_idempotency_claim,
@@ -34,7 +34,7 @@ from agentplatform.api.views.chat_serializers import (
     outcome_body,
     without_tokens,
 )
-from agentplatform.errors import PermissionDenied
+from core.errors import PermissionDeniedError
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import chat_send, chat_start
 
@@ -105,7 +105,7 @@ class ChatApi(ApiView):
         serializer.is_valid(raise_exception=True)
         key = parse_idempotency_key(request.headers.get("Idempotency-Key"))
         if request.user.tenant_id is None:
-            raise PermissionDenied("a user without a tenant cannot chat")
+            raise PermissionDeniedError("a user without a tenant cannot chat")
         data = serializer.validated_data
 
         def start() -> Response:

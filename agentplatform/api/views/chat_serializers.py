@@ -12,7 +12,7 @@ from rest_framework import serializers
 from agentplatform.api.idempotency import IDEMPOTENCY_KEY_PATTERN, MAX_KEY_LENGTH
 from agentplatform.api.schema import NON_BLANK_PATTERN
 from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, StrictUUIDField
-from agentplatform.errors import RETRYABLE_RUN_ERRORS
+from core.errors import RETRYABLE_RUN_ERRORS
 from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run
 from agentplatform.runtime.services import MAX_MESSAGE_CHARS

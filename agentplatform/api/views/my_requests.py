@@ -9,14 +9,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agentplatform import clock
+from core import clock
 from agentplatform.api.base import ApiView
 from agentplatform.api.pagination import PagePagination, paginated_response
 from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.api.views.approvals import ApprovalRequestSerializer
-from agentplatform.errors import NotFound
+from core.errors import NotFoundError
 from approvals import requester_actions
 from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
@@ -113,7 +113,7 @@ class MyRequestSerializer(serializers.Serializer):
 def _mine(user, request_id: uuid.UUID) -> Response:
     row = requests_of(user=user).filter(pk=request_id).first()
     if row is None:  # cannot happen after a successful withdrawal; fail closed all the same
-        raise NotFound("unknown confirmation request")
+        raise NotFoundError("unknown confirmation request")
     return Response(MyRequestSerializer(row).data)
 
 

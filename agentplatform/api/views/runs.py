@@ -23,7 +23,7 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.api.sse_hub import run_event_stream_async
-from agentplatform.errors import InvalidInput
+from core.errors import InvalidInputError
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
 from agentplatform.runtime.services import run_cancel
@@ -152,11 +152,11 @@ EVENT_ID_PATTERN = re.compile(r"[0-9]{1,10}")  # ASCII only: str.isdigit() also 
 def parse_event_id(raw: str) -> int:
     """An event sequence number as a client sends it back: 1 to 10 ASCII digits, at most MAX_SEQ.
 
-    Raises InvalidInput (400 INVALID_ARGUMENTS, the code this check always had) otherwise, including for an empty value: a client that sends the field
+    Raises InvalidInputError (400 INVALID_ARGUMENTS, the code this check always had) otherwise, including for an empty value: a client that sends the field
     says it has seen an event, and no event has an empty id.
     """
     if not EVENT_ID_PATTERN.fullmatch(raw) or int(raw) > MAX_SEQ:
-        raise InvalidInput(f"Last-Event-ID must be an event sequence number: 1 to 10 ASCII digits, "
+        raise InvalidInputError(f"Last-Event-ID must be an event sequence number: 1 to 10 ASCII digits, "
                              f"at most {MAX_SEQ}")
     return int(raw)
 

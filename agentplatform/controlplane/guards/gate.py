@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from agentplatform import clock
+from core import clock
 from agentplatform.controlplane.errors import ControlChangeRequired
 from agentplatform.controlplane.models import StandingSource
 from agentplatform.tenancy.actor import current_actor

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, Permission
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from agentplatform.api.models import ApiKey
-from agentplatform.endpoint_redaction import command_line_digest, digest, names, url_record
+from core.redaction.endpoints import command_line_digest, digest, names, url_record
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import admin_role
 from agentplatform.tenancy.services import AUDIT_TENANT_ATTR
@@ -115,7 +115,7 @@ def _watched() -> dict[type, Watched]:
         # MCP servers: where and how, as a tenant administrator may read it (their trail and its
         # exports): URLs without userinfo, query and fragment (those as a keyed digest), the stdio
         # command line and the OAuth client id as keyed digests, headers and variables by name,
-        # whether a client secret is set (agentplatform.endpoint_redaction). Never a value.
+        # whether a client secret is set (core.redaction.endpoints). Never a value.
         McpServer: Watched(
             "mcp_server",
             lambda m: {"tenant": m.tenant.slug if m.tenant_id else None, "transport": m.transport,

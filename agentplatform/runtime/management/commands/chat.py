@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.runtime import services
 from agentplatform.runtime.models import RunEvent
 from agentplatform.tenancy.models import User

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from guardian.shortcuts import assign_perm
 
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.runtime import services
 from agentplatform.runtime.demo.seed import (
     DEMO_PASSWORD,

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agentplatform.tenancy.credentials import api_token_issue
-from agentplatform.errors import DomainError
+from core.errors import DomainError
 from agentplatform.tenancy.actor import acting_via
 
 SHELL = "shell (manage.py issue_api_token)"

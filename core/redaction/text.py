@@ -1,5 +1,5 @@
 """Masking of free text: every text that leaves the platform or is stored from a user goes through
-`mask_text` (DESIGN section 8: "Text leaves the platform only through masking"; issue 9, items 9-10).
+`mask_text`: text leaves the platform only through masking.
 
 What is masked, wherever it appears in a string (not only under a telling key):
 
@@ -22,8 +22,8 @@ date and stay readable. PCI DSS 4.0 requirement 3.3.1.2 forbids storing the veri
 after authorization; the expiry is cardholder data protected with the number (requirement 3.5).
 
 A match must stand alone (no letter, digit or `_` glued to it), so order ids (`A202607290001`), SKUs
-and UUIDs stay readable. Masked output never matches again (idempotent). Lives in the project
-package because every app, down to `audit`, uses it (as `agentplatform.db`).
+and UUIDs stay readable. Masked output never matches again (idempotent). Lives in the base layer
+because every app, down to `audit`, uses it.
 """
 from __future__ import annotations
 
@@ -274,7 +274,7 @@ def mask_provider_text(text: str, *, api_key: str) -> str:
     """A model provider's own error message, safe to show an operator.
 
     text: the message, already cleaned of characters PostgreSQL cannot store
-    (`agentplatform.text.storable_text`). api_key: the key the request was sent with ("" for
+    (`core.text.storable_text`). api_key: the key the request was sent with ("" for
     none); masked to its first 3 characters when 8 or longer. Key-like and long opaque tokens and
     card-like digit runs keep their first 4 characters; a bearer credential is hidden; then
     `mask_text` applies (a provider may echo the prompt: phones, card data). Whitespace runs

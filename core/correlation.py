@@ -1,6 +1,5 @@
 """What the current request or task works on: its request id, tenant, user, run, conversation,
-tool and tool call, for error bodies (issue 8 item 14: a client that gets an error can still learn
-the real outcome from the run), audit rows and structured log lines (issue 12 item 7).
+tool and tool call, for error bodies, audit rows and structured log lines.
 
 Context variables: the request id, tenant and user are set by `agentplatform.ops.logs.RequestContextMiddleware`
 at the start of every HTTP request (and reset at its end); the run id by the runtime when a run

@@ -7,5 +7,5 @@ from django.utils import timezone
 
 
 def now() -> datetime.datetime:
-    """Return the current aware UTC datetime. Tests patch `agentplatform.clock.now`."""
+    """Return the current aware UTC datetime. Tests patch `core.clock.now`."""
     return timezone.now()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentplatform.redaction import mask_text
+from core.redaction.text import mask_text
 
 SECRET_KEYS = re.compile(r"(token|secret|password|api[_-]?key|authorization|card|cvv|id_?number)", re.I)
 PHONE_KEYS = re.compile(r"phone|mobile|tel", re.I)

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from django.utils.crypto import salted_hmac
 
-_SALT = "agentplatform.endpoint_redaction"
+_SALT = "core.redaction.endpoints"
 # A URL in free text: a scheme, "://", then anything up to whitespace or a quote/bracket.
 # A userinfo (up to an "@" before the first "/") is taken whole even with a quote in it, so a password
 # like pa'ss in "for url 'https://u:pa'ss@host/'" is not cut at its quote and left in the text.

@@ -1,4 +1,4 @@
-"""Domain errors shared by every app, each with a stable code (DESIGN section 4) and an HTTP status.
+"""Domain errors shared by every app, each with a stable code (clients branch on it) and an HTTP status.
 
 Lower apps raise these; the API's exception handler turns them into the one error body
 `{"code", "message", "retryable"}`.
@@ -20,28 +20,29 @@ class DomainError(Exception):
             self.code = code
 
 
-class NotFound(DomainError):
+class NotFoundError(DomainError):
     """Unknown id, or an object of another tenant (answered as 404, never 403)."""
 
     code = "NOT_FOUND"
     http_status = 404
 
 
-class PermissionDenied(DomainError):
-    """The server-side identity lacks a permission. Propagates to the caller (DESIGN step 5, 9)."""
+class PermissionDeniedError(DomainError):
+    """The server-side identity lacks a permission. Propagates to the caller: a missing permission is never retried or
+    turned into a softer answer."""
 
     code = "PERMISSION_DENIED"
     http_status = 403
 
 
-class InvalidInput(DomainError):
+class InvalidInputError(DomainError):
     """Malformed request input."""
 
     code = "INVALID_ARGUMENTS"
     http_status = 400
 
 
-class Conflict(DomainError):
+class ConflictError(DomainError):
     """The object is in a state that does not allow this action."""
 
     code = "CONFLICT"
