@@ -52,8 +52,9 @@ beat: $(STAMP)  ## the Celery beat scheduler: expiry, recovery, pruning (schedul
 bench: $(DEV_STAMP)  ## benchmarks on PostgreSQL (needs DATABASE_URL=postgres://...)
 	$(BIN)/python bench/run_all.py
 
-lint: $(DEV_STAMP)  ## ruff (rules and exclusions in ruff.toml)
+lint: $(DEV_STAMP)  ## ruff (ruff.toml) and the import layers and no-circle contracts (.importlinter)
 	$(BIN)/ruff check .
+	PYTHONPATH=. $(BIN)/lint-imports
 
 clean:  ## remove the virtual environment, the SQLite database and test artifacts
 	rm -rf $(VENV) db.sqlite3 test-artifacts

@@ -1,4 +1,4 @@
-"""gunicorn settings for `make serve` and the container image (issue 12 item 1).
+"""gunicorn settings for `make serve` and the container image.
 
 gunicorn manages the processes, uvicorn's worker class serves the ASGI application
 (agentplatform.asgi:application) in each of them: async Server-Sent Events hold no thread, the

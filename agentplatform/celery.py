@@ -16,8 +16,5 @@ app = Celery("agentplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # No argument: every app in INSTALLED_APPS (approvals, tools, agentplatform.runtime, the API, ...).
 app.autodiscover_tasks()
-
-# Task counts and durations for /metrics; multiprocess bookkeeping (agentplatform/ops/metrics.py).
-from agentplatform.ops.metrics import connect_celery_signals  # noqa: E402
-
-connect_celery_signals()
+# Task counts and durations for /metrics are connected by the API app when Django starts
+# (agentplatform.ops.metrics.connect_celery_signals), so this module imports nothing of ours.

@@ -1,4 +1,4 @@
-"""Deployment safety read from the environment (issue 9, item 12; docs/operations.md, "Production").
+"""Deployment safety read from the environment (docs/operations.md, "Production").
 
 `DEPLOY_ENV=production` selects the production settings: a SECRET_KEY from the environment is
 required (the process refuses to start without one), HTTPS-only cookies, SSL redirect and HSTS

@@ -171,14 +171,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     # Server-side parameter binding (Django's `server_side_binding`, psycopg 3): statements are sent
     # with their parameters apart, and psycopg prepares one on the server once it ran
     # DB_PREPARE_THRESHOLD times on a connection, so the hot path is parsed and planned once per
-    # connection instead of once per call (issue 11; docs/operations.md#database). Behind PgBouncer
+    # connection instead of once per call (docs/operations.md#database). Behind PgBouncer
     # in transaction mode this needs PgBouncer >= 1.21 with `max_prepared_statements` set; otherwise
     # set DB_PREPARED_STATEMENTS=false.
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 2)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and not env_bool("DB_RELEASE_SAVEPOINTS", False):
     # Django's PostgreSQL backend without the RELEASE SAVEPOINT round trip of a successful nested
-    # atomic block (the transaction's end releases it; agentplatform/pgbackend/base.py, issue 11).
+    # atomic block (the transaction's end releases it; agentplatform/pgbackend/base.py).
     DATABASES["default"]["ENGINE"] = "agentplatform.pgbackend"
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and not DATABASES["default"]["TEST"]["NAME"]:
@@ -404,7 +404,8 @@ AGENT_MEMORY_WINDOW = env_int("AGENT_MEMORY_WINDOW", 20)
 AGENT_MEMORY_FULL_TOOL_TRACE = env_bool("AGENT_MEMORY_FULL_TOOL_TRACE", False)
 AGENT_INTERNAL_TOOL_EXECUTION = env_bool("AGENT_INTERNAL_TOOL_EXECUTION", True)
 # Dotted path of `predicate(internal_tool_execution_enabled: bool, turn: ModelTurn) -> bool`
-# (seed 000 section 4, ToolExecutionEligibilityPredicate).
+# (as Spring AI's ToolExecutionEligibilityPredicate: whether the loop runs a turn's tool calls itself
+# or hands them to the caller).
 AGENT_TOOL_EXECUTION_ELIGIBILITY = env_str(
     "AGENT_TOOL_EXECUTION_ELIGIBILITY", "agentplatform.runtime.eligibility.default_predicate"
 )
@@ -451,11 +452,12 @@ APPROVALS_POLL_SECONDS = env_int("APPROVALS_POLL_SECONDS", 5)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)
-# Exception classes (dotted paths) that always propagate to the caller (DESIGN step 9).
+# Exception classes (dotted paths) that always propagate to the caller instead of becoming a failure result.
 TOOLS_PROPAGATE_EXCEPTIONS = env_list("TOOLS_PROPAGATE_EXCEPTIONS", [])
 TOOLS_MAX_ARGUMENT_BYTES = env_int("TOOLS_MAX_ARGUMENT_BYTES", 16 * 1024)
 TOOLS_RESULT_MAX_ITEMS = 20
-# Owner and version recorded for a tool in code that declares none (seed 002 section 38).
+# Owner and version recorded for a tool in code that declares none, so every tool has someone
+# answering for it and every audit row names a version.
 TOOLS_DEFAULT_OWNER = env_str("TOOLS_DEFAULT_OWNER", "Platform team <platform-team@example.com>")
 TOOLS_DEFAULT_VERSION = "1.0.0"
 TOOLS_RESULT_MAX_BYTES = 32 * 1024
@@ -468,6 +470,6 @@ MCP_DEFAULT_TIMEOUT_SECONDS = env_float("MCP_DEFAULT_TIMEOUT_SECONDS", 30.0)
 MCP_TOOL_LIST_TTL_SECONDS = env_int("MCP_TOOL_LIST_TTL_SECONDS", 300)
 MCP_BREAKER_FAILURES = env_int("MCP_BREAKER_FAILURES", 3)
 MCP_BREAKER_RESET_SECONDS = env_int("MCP_BREAKER_RESET_SECONDS", 60)
-# Tool search (seed 002 section 32): above this many offered tools the model gets `tool_search`.
+# Tool search: above this many offered tools the model gets `tool_search`.
 TOOL_SEARCH_THRESHOLD = env_int("TOOL_SEARCH_THRESHOLD", 20)
 TOOL_SEARCH_RESULTS = env_int("TOOL_SEARCH_RESULTS", 5)

@@ -60,7 +60,7 @@ def setup(*, broker_url: str | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
     os.environ["LLM_API_KEY"] = ""
     os.environ.setdefault("LOG_LEVEL", "ERROR")
-    # Benchmarks make thousands of model calls a day; the tenants' daily budget (issue 8's quota)
+    # Benchmarks make thousands of model calls a day; the tenants' daily budget of model calls
     # would refuse them part-way. 0 = no limit (set it to measure the quota's own cost).
     os.environ.setdefault("TENANT_MODEL_CALLS_PER_DAY", "0")
     if broker_url:

@@ -1,4 +1,4 @@
-"""What the audit hash chain costs per audited call (issue 9, item 11).
+"""What the audit hash chain costs per audited call.
 
 Three ways of writing the same audit row, interleaved per iteration, each committed on its own
 (autocommit, as a denial is written), on one PostgreSQL database:

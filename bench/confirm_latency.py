@@ -1,4 +1,4 @@
-"""Benchmark 2 (issue 4): from a human decision to the side effect, and to the finished run.
+"""Benchmark 2: from a human decision to the side effect, and to the finished run.
 
 Each sample is a real run of the agent loop (offline model): the requester asks to cancel a bench
 order, the run stops at CONFIRMATION_REQUIRED, and then the decision is made through the service

@@ -1,4 +1,4 @@
-"""Benchmark 4 (issue 4): exactly once under load. 200 confirmed tokens, each raced by 10 consumers
+"""Benchmark 4: exactly once under load. 200 confirmed tokens, each raced by 10 consumers
 released together (a cyclic barrier), on PostgreSQL; the side effects are counted in the database.
 
 Three races, each on its own 200 bench orders (cancel_order, HIGH):

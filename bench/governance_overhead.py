@@ -1,4 +1,4 @@
-"""Benchmark 1 (issue 4): what governance costs on a LOW tool call.
+"""Benchmark 1: what governance costs on a LOW tool call.
 
 The same business function (tools.catalog.services.orders_list) is timed two ways, interleaved,
 in one process, on one PostgreSQL database:
@@ -6,7 +6,7 @@ in one process, on one PostgreSQL database:
 - direct: `orders_list(tenant_id=...)` as a plain function call;
 - governed: `ToolCallingManager().execute_tool_calls(ctx, assistant_message)`, i.e. resolve
   (offered tools: tenant policy and guardian `use_tool`), parse, schema- and business-validate,
-  authorize, policy, execute, convert and mask, audit (DESIGN section 4).
+  authorize, policy, execute, convert and mask, audit.
 
 Two governed tools are measured: the built-in `list_orders` (LOW, read-only, no idempotency key)
 and a throwaway LOW read-only tool `bench_list_orders` registered by this script with an

@@ -1,4 +1,4 @@
-"""Benchmark (issue 11, target 5): does a worker's memory grow with the approval cycles it serves?
+"""Benchmark (docs/performance.md, target 5): does a worker's memory grow with the approval cycles it serves?
 
 One process does what a web worker with eager tasks does for each cycle of the peers' scenario
 (../shared/peers): `chat_send` "cancel order X" (the run pauses for the requester's confirmation),

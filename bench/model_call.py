@@ -1,4 +1,4 @@
-"""What one model call costs on our side (issue 11): `agentplatform.llm.client.complete()` against
+"""What one model call costs on our side: `agentplatform.llm.client.complete()` against
 the offline planner (in-process transport, no network), the same code path as a real endpoint.
 
 Interleaved per iteration, with the same request (the scenario's first turn: the system prompt, a
@@ -8,9 +8,9 @@ user asking to cancel an order, the four catalog tools):
   JSON and assembled by `agentplatform.llm.assembly.assemble_stream`;
 - ours, not streamed: `complete(stream=False)`;
 - the stream alone, twice, in the caller's thread (no deadline thread, no assembly): read through
-  the SDK's typed chunk class (`openai.Stream[ChatCompletionChunk]`, what `complete()` used before
-  session 5) and as decoded JSON (`openai.Stream[object]`, what it uses now); their difference is
-  the cost of building a model per chunk.
+  the SDK's typed chunk class (`openai.Stream[ChatCompletionChunk]`, what `complete()` used before)
+  and as decoded JSON (`openai.Stream[object]`, what it uses now); their difference is the cost of
+  building a model per chunk.
 
 No database is used. Usage: python bench/model_call.py [--iterations 2000] [--warmup 200]
 """
@@ -73,7 +73,7 @@ def main() -> int:
     cases = [("ours, streamed (JSON chunks)", ours_streamed), ("ours, not streamed", ours_whole),
              ("stream only, SDK chunk models", sdk_models), ("stream only, JSON chunks", sdk_json)]
     turn = ours_streamed()
-    print("== one offline model call through the openai SDK (issue 11)")
+    print("== one offline model call through the openai SDK")
     print(f"command : python bench/model_call.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"code    : {_common._git_revision()}; openai {openai.__version__}; {_common.load_average()}")
     print(f"request : {len(messages)} messages, {len(tools)} tools; answer: {len(turn.tool_calls)} tool call(s), "

@@ -1,4 +1,4 @@
-"""Run the benchmarks (the four of issue 4, the audit chain of issue 9, the SSE fan-out of issue 12) one after the other (`make bench`), each in its own process.
+"""Run the benchmarks (the four numbered ones, the audit chain, the SSE fan-out) one after the other (`make bench`), each in its own process.
 
 Needs DATABASE_URL=postgres://... (a database of its own: the scripts reset their bench data in it)
 and, for the worker benchmark, Redis at 127.0.0.1:6379 (database 14). Exits 2 when DATABASE_URL is

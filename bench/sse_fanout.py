@@ -1,4 +1,4 @@
-"""Issue 12 item 4: many Server-Sent Events clients on one run, against the production server.
+"""Server-Sent Events fan-out: many Server-Sent Events clients on one run, against the production server.
 
 Starts gunicorn (gunicorn.conf.py: uvicorn workers) with --workers 2 on PostgreSQL, opens
 --clients streams (200) on one run, checks that one more client (the 201st) still connects, then

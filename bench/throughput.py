@@ -1,4 +1,4 @@
-"""Benchmark 3 (issue 4): throughput with concurrent clients on PostgreSQL.
+"""Benchmark 3: throughput with concurrent clients on PostgreSQL.
 
 1. Governed tool calls per second: N client threads (8 by default; 1 as the baseline), each with
    its own database connection and its own ToolContext, call `execute_tool_calls` with a

@@ -1,4 +1,4 @@
-"""Recall of tool search on a large catalog (seed 002 section 32, issue 14 item 7).
+"""Recall of tool search on a large catalog: the tool a request needs must be among those found.
 
 A generated catalog of 360 tools (12 business systems x 6 objects x 5 actions, names such as
 `hr_cancel_leave_request`, descriptions in English, half of them also in Chinese) and 100

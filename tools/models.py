@@ -43,7 +43,7 @@ class Tool(models.Model):
     source = models.CharField(max_length=120, default="local", db_index=True,
                               help_text='"local" (code in this repository) or "mcp:<server>" (a remote MCP server).')
     owner = models.CharField(max_length=200, blank=True,
-                             help_text="The team or person answering for this tool (seed 002 section 38).")
+                             help_text="The team or person answering for this tool: who to ask when it misbehaves.")
     version = models.CharField(max_length=64, blank=True, help_text="The tool's version, recorded in every audit row.")
     tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
                                help_text="Set for a tool of one tenant's MCP server: never offered to another tenant.")

@@ -5,7 +5,7 @@ What is exposed:
   are governed, in web and Celery processes alike);
 - HTTP basics (`HttpMetricsMiddleware`): requests by method, route pattern and status, and their
   duration;
-- Celery basics (`connect_celery_signals`, wired in agentplatform/celery.py): tasks by name and
+- Celery basics (`connect_celery_signals`, connected by the API app when Django starts): tasks by name and
   final state, and their duration;
 - state read from the database at scrape time (`StateCollector`), the same whichever process is
   scraped: requests waiting and those near expiry, runs stuck, idempotency records in

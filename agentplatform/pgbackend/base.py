@@ -9,7 +9,7 @@ subtransaction's locks and XID pass to its parent either way, so keeping it open
 of a short step changes nothing a reader of the data can see.
 
 The governed call has up to three savepoints per step (the consumption, the action, the request
-for a confirmation); the approve-and-resume cycle saves three round trips (issue 11). Selected by
+for a confirmation); the approve-and-resume cycle saves three round trips. Selected by
 `agentplatform.settings` for every PostgreSQL DATABASE_URL (DB_RELEASE_SAVEPOINTS=true keeps
 Django's behaviour).
 """

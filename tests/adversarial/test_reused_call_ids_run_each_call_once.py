@@ -44,7 +44,7 @@ def test_dup_ids_two_gated_calls_lose_no_confirmed_decision(requester, model):
     model.says("done")
     first = services.chat_send(user=requester, message="cancel two")
     p1, p2 = first.pending
-    assert p1.tool_call_id != p2.tool_call_id  # every distinct call gets its own id (issue 10 item 1)
+    assert p1.tool_call_id != p2.tool_call_id  # every distinct call gets its own id
     # the requester confirms both with the tokens first shown; confirming one voids neither
     services.chat_send(user=requester, message="y", conversation_id=first.run.conversation_id,
                        confirmation_token=p1.token)

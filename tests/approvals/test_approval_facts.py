@@ -1,4 +1,4 @@
-"""Issue 13 items 1 and 7 at the service level: the approval context a tool declares is read-only,
+"""Approval facts at the service level: the approval context a tool declares is read-only,
 tenant-scoped and masked, captured with the request and recomputed live; the summary is the
 platform's words only; the model's free text is kept apart, capped; every ending reads truthfully."""
 from __future__ import annotations

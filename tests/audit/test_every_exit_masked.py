@@ -168,7 +168,7 @@ def test_masking_keeps_business_identifiers_readable():
     ("not an address: user@localhost, v1.2@3", "not an address: user@localhost, v1.2@3"),
 ])
 def test_email_addresses_are_masked_in_free_text(text, masked):
-    # found by a probe (session 6): phones, ids and cards were masked in the approvers' excerpt,
+    # found by a probe: phones, ids and cards were masked in the approvers' excerpt,
     # the customer's email address was not
     assert mask_text(text) == masked
 

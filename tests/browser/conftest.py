@@ -56,7 +56,7 @@ def named_shot(person, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     person.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
 TIMEOUT_MS = 20_000
-# A phone (issue 13 item 10): 390 x 844 CSS pixels, touch, mobile viewport meta honoured.
+# A phone: 390 x 844 CSS pixels, touch, mobile viewport meta honoured.
 PHONE = {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2, "is_mobile": True, "has_touch": True}
 
 

@@ -1,4 +1,4 @@
-"""Issue 13 items 1, 2 and 7 as approvers and a requester see them, in Chromium: the approval card
+"""The approval card as approvers and a requester see it, in Chromium: the approval card
 shows the order's facts beside the arguments (live, with what changed), the amount in its
 canonical form with its currency, the model's own words quoted and labelled apart from the
 platform's summary, and the history shows the real outcome (never EXECUTED for a refused or failed

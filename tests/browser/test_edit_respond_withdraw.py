@@ -1,4 +1,4 @@
-"""Issue 13 items 3 and 6 in Chromium: an approver edits a refund's amount and another approves
+"""Edit, respond and withdraw in Chromium: an approver edits a refund's amount and another approves
 the edited call, which runs once with the edited arguments; an approver responds with guidance
 and the assistant relays it; the requester sees their requests (who decided, comments, edits,
 expiry) and withdraws a pending one.
@@ -157,7 +157,7 @@ def test_the_requester_sees_and_withdraws_a_pending_request(open_person, request
 
 
 def test_the_requester_sees_when_a_quorum_can_no_longer_be_reached(open_person, requester, approver1, approver2):
-    # found by a probe (session 6): "PENDING 1 / 2" until expiry, although nobody else could decide
+    # found by a probe: "PENDING 1 / 2" until expiry, although nobody else could decide
     from approvals import approver_actions
 
     expect = _expect()

@@ -1,4 +1,4 @@
-"""Issue 13 item 4 in Chromium: an approver lands on the dashboard, the navigation counts the
+"""Live approvals in Chromium: an approver lands on the dashboard, the navigation counts the
 requests waiting for them, and the open page follows what happens elsewhere without a reload: a
 new request from the requester's browser, another approver's approval and rejection, an expiry.
 
@@ -149,7 +149,7 @@ def test_a_decision_on_a_stale_card_is_refused_readably(open_person, requester, 
 
 
 def test_a_withdrawal_shows_on_the_open_page_in_both_languages(open_person, requester, approver1):
-    # found by a probe (session 6): the banner fell back to the raw "WITHDRAWN by acme-requester"
+    # found by a probe: the banner fell back to the raw "WITHDRAWN by acme-requester"
     from approvals.requester_actions import confirmation_withdraw
 
     expect = _expect()

@@ -1,4 +1,4 @@
-"""Issue 13 items 8-11 as a newcomer meets them, in Chromium.
+"""What a newcomer meets first, in Chromium.
 
 - 8: after `manage.py demo`, the chat's suggestions name orders that can still succeed.
 - 9: the admin shows a user's effective access to each tool and what is missing; the chat's
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _my_requests_exists() -> bool:
-    """/approvals/mine/ is another change of issue 13 (items 3 and 6): tested here once it exists."""
+    """/approvals/mine/ (the requester's own requests) may be absent: tested here once it exists."""
     try:
         match = resolve("/approvals/mine/")
     except Resolver404:

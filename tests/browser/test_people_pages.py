@@ -1,4 +1,4 @@
-"""Issue 3 as people use it, in Chromium: confirm a cancellation in the chat, two approvers approve a
+"""Confirmations and approvals as people use them, in Chromium: confirm a cancellation in the chat, two approvers approve a
 refund on the dashboard while the requester's chat waits, an admin takes a tool away from a tenant.
 
 Screenshots of every page go to test-artifacts/browser/.
@@ -33,7 +33,7 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     expect(alice.page.locator("#empty-state")).to_be_visible()
     alice.shot("1-chat-empty")
 
-    # The page sends the non-blocking form (issue 12 item 3): 202 at once, the run follows as events.
+    # The page sends the non-blocking form: 202 at once, the run follows as events.
     with alice.page.expect_response(lambda r: r.url.endswith("/api/v1/chat/")) as chat_response:
         _send(alice, "Cancel A202607290001 because the customer changed their mind")
     assert chat_response.value.status == 202
@@ -194,7 +194,7 @@ def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_of
 
 
 def test_the_requester_sees_who_rejected_and_why_and_can_stop_a_waiting_run(open_person, requester, approver1):
-    # issue 8 items 4 and 10: the rejection's reason and the approver's name reach the requester's
+    # the rejection's reason and the approver's name reach the requester's
     # card; a run that still waits can be stopped from the chat page
     expect = _expect()
     alice = open_person("requester")

@@ -1,4 +1,4 @@
-"""Issue 9 in Chromium: a tenant administrator manages their tenant's whitelist, tightens a tool
+"""Tenant administration in Chromium: a tenant administrator manages their tenant's whitelist, tightens a tool
 and grants use_tool in /admin/, and sees nothing of the other tenant.
 
 Screenshots go to test-artifacts/browser/.

@@ -1,4 +1,4 @@
-"""Deployment safety (issue 9, item 12): no key from the repository, refusal to start in production
+"""Deployment safety: no key from the repository, refusal to start in production
 without SECRET_KEY, `check --deploy` silent with the production settings, CSP, docs behind login."""
 from __future__ import annotations
 

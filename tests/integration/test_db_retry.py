@@ -1,5 +1,5 @@
 """Serialization failures and deadlocks around a consume are retried a bounded number of times and
-the side effect still happens once (issue 4, test 8): injected failures on any database, and a
+the side effect still happens once: injected failures on any database, and a
 real deadlock on PostgreSQL."""
 from __future__ import annotations
 

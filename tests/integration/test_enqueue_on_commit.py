@@ -1,4 +1,4 @@
-"""A decision enqueues its run's resume only when its transaction commits (issue 4, test 6)."""
+"""A decision enqueues its run's resume only when its transaction commits."""
 from __future__ import annotations
 
 import pytest

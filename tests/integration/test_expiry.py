@@ -1,5 +1,5 @@
 """Expiry at the boundary, the `approvals.expire_confirmations` task, late decisions, and what the
-model is told (issue 4, test 7). Runs on any database: the clock is `core.clock.now`,
+model is told. Runs on any database: the clock is `core.clock.now`,
 patched; the resume enqueued on commit runs eagerly (no broker)."""
 from __future__ import annotations
 

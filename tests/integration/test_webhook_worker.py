@@ -1,4 +1,4 @@
-"""Notifications through a real Celery worker (issue 13 item 5): a request that needs approvers is
+"""Notifications through a real Celery worker: a request that needs approvers is
 told by the worker (emails through the console backend, into the worker's log) and its webhook is
 retried by Celery with backoff until the receiver answers 2xx; every attempt is a row."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Workers that die or overrun in the middle of a tool execution: the side effect still happens
-exactly once and the run ends in a defined state (issue 4, tests 3 and 4).
+exactly once and the run ends in a defined state.
 
 The workers' cancellation is slowed down by tests/integration/worker_app.py: it makes its change
 inside the still-open transaction (consume + idempotency claim + order change), leaves a marker

@@ -1,5 +1,5 @@
 """A real worker resumes runs after decisions, once: duplicate deliveries and racing approvers
-execute each approved call exactly once (issue 4, tests 1, 2 and 5)."""
+execute each approved call exactly once."""
 from __future__ import annotations
 
 import threading

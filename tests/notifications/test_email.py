@@ -168,7 +168,7 @@ def test_a_call_sent_back_to_approvers_emails_them(requester, django_capture_on_
 
 def test_the_requesters_email_counts_approvals_as_the_quorum_does(make_refund, approver1, approver2,
                                                                    django_capture_on_commit_callbacks):
-    # found by a probe (session 6): after an edit the email said "Approvals: 1 / 2" of a call that
+    # found by a probe: after an edit the email said "Approvals: 1 / 2" of a call that
     # ran with 2 of 2 (the edit counts; decisions on an earlier revision do not)
     request = make_refund()
     stored = ConfirmationRequest.objects.get(pk=request.pk)

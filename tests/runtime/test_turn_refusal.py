@@ -56,7 +56,7 @@ def test_a_streamed_turn_cut_by_length_executes_nothing(requester, scripted_mode
 
 
 def test_a_turn_with_more_calls_than_allowed_runs_none_of_them(requester, scripted_model, settings, monkeypatch):
-    # a runaway turn (an attack in session 6 ran 1,000 calls of one turn): refused whole, the model
+    # a runaway turn (a probing attack once ran 1,000 calls of one turn): refused whole, the model
     # is told the limit and asked again
     settings.AGENT_MAX_TOOL_CALLS_PER_TURN = 3
     calls = []

@@ -1,4 +1,4 @@
-"""Issue 13 item 9: effective access. Granting `use_tool` is not enough (the tool's own Django
+"""Effective access. Granting `use_tool` is not enough (the tool's own Django
 permission is needed too): the refusal names what the requester lacks, the admin shows each
 condition for a user and a tool, and neither reveals another tenant's data."""
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from django.contrib.auth.models import Group, Permission
 from guardian.models import GroupObjectPermission, UserObjectPermission
+from knox.models import get_token_model
 
-from agentplatform.api.models import ApiKey
 from core.redaction.endpoints import command_line_digest, digest, names, url_record
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import admin_role
@@ -132,7 +132,7 @@ def _watched() -> dict[type, Watched]:
             lambda m: [m.tenant_id] if m.tenant_id is not None else _all_tenants(), lambda m: m.name, lambda m: ""),
         # API keys (django-rest-knox): only the name and the 15-character prefix are described;
         # the digest (the primary key) and the key itself never appear.
-        ApiKey: token,
+        get_token_model(): token,
         # Webhook endpoints (docs/notifications.md): the URL by scheme, host and port, the rest (a
         # relay URL's path may itself be a secret) as a keyed digest; a new secret as "<changed>",
         # never its value.
