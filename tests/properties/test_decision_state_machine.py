@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,9 +39,11 @@ from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
+from guardian.shortcuts import assign_perm
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 from rest_framework.test import APIClient
 
 from agentplatform import clock
@@ -83,6 +86,9 @@ TIGHTENINGS = {
 }
 
 _orders = iter(range(10**7, 10**8))
+# Figures of the last run (examples, steps, rules used), printed at the end and, with
+# HYPOTHESIS_STATEFUL_STATS=path, written there as JSON for a long hunt's report.
+STATS: Counter = Counter()
 
 
 @dataclass
@@ -96,6 +102,15 @@ class Tracked:
     token: str | None
     seen: list[str] = field(default_factory=list)  # statuses after each step
     final: tuple[str, str] | None = None  # (status, outcome_code) when it first ended
+
+
+def _fresh_requester(like: User) -> User:
+    """A new acme requester with the demo requester's permissions (catalog, use_tool on the two tools)."""
+    user = User.objects.create_user(username=f"acme-prop-{uuid.uuid4().hex[:12]}", password="x", tenant=like.tenant)
+    user.user_permissions.set(like.user_permissions.all())
+    for tool in Tool.objects.filter(name__in=TOOLS):
+        assign_perm("tools.use_tool", user, tool)
+    return user
 
 
 def _fresh_order(tenant: Tenant) -> str:
@@ -126,6 +141,18 @@ def _expected_model_code(request: ConfirmationRequest) -> str:
             Status.REFUSED: code or "REFUSED", Status.EXPIRED: "CONFIRMATION_EXPIRED"}[request.status]
 
 
+def _timed(check):
+    """Add the invariant's wall time to STATS (seconds per invariant, for the hunt's figures)."""
+    def timed(self):
+        started = time.monotonic()
+        try:
+            return check(self)
+        finally:
+            STATS[f"s {check.__name__}"] += time.monotonic() - started
+    timed.__name__, timed.__doc__ = check.__name__, check.__doc__
+    return timed
+
+
 class DecisionMachine(RuleBasedStateMachine):
     """The decision state machine of gated calls, driven through the public services."""
 
@@ -136,13 +163,15 @@ class DecisionMachine(RuleBasedStateMachine):
         cache.clear()  # API throttle counters: every example starts from zero
         acme = self.people["acme"]
         self.tenant = acme["requester"].tenant
-        self.requester = acme["requester"]
+        self.requester = _fresh_requester(acme["requester"])  # "My requests" lists this example's only
         self.approvers = [acme["approver1"], acme["approver2"], acme["approver3"]]
         self.admin = acme["admin"]
         self.orders = [_fresh_order(self.tenant) for _ in range(2)]
         self.tracked: list[Tracked] = []
         self.refused_audits = 0  # refused attempts this example made, each must leave a REFUSED row
-        self.audit_floor = AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+        # The tenant's audit rows this example writes: those after the chain's head now.
+        self.audit_floor = AuditEvent.objects.filter(tenant=self.tenant).order_by("-chain_seq") \
+            .values_list("chain_seq", flat=True).first() or 0
         self.checked_executions: set[int] = set()
         self.policy_now: dict[str, tuple] = {}
 
@@ -199,6 +228,10 @@ class DecisionMachine(RuleBasedStateMachine):
             self.tracked.append(Tracked(id=uuid.UUID(pending.confirmation_id), run_id=outcome.run.pk, tool=pending.tool,
                                         order_id=order_id, token=pending.token))
 
+    @initialize(tool=st.sampled_from(TOOLS), order=st.integers(0, 1))
+    def first_proposal(self, tool, order):
+        self._propose(tool, self.orders[order])
+
     @rule(tool=st.sampled_from(TOOLS), order=st.integers(0, 1))
     def propose(self, tool, order):
         self._propose(tool, self.orders[order])
@@ -242,6 +275,29 @@ class DecisionMachine(RuleBasedStateMachine):
         assert error is not None, "the requester approved their own call"
         if before.status == Status.PENDING and before.expires_at > clock.now():
             assert isinstance(error, ApprovalForbidden), error
+
+    @precondition(lambda self: self.tracked)
+    @rule(pick=st.integers(0, 50), resume=st.booleans(), everyone=st.booleans())
+    def decide_as_asked(self, pick, resume, everyone):
+        """The people the card asks for say yes: the requester confirms with the token, or the
+        next approver who has not decided approves the arguments they read (`everyone`: each
+        approver in turn until the request is no longer pending)."""
+        item = self.tracked[pick % len(self.tracked)]
+        request = self._fresh(item)
+        if request.policy == ConfirmationRequest.Policy.REQUESTER and item.token:
+            user = self._user(self.requester)
+            self._decide(item, lambda: approvals.confirmation_confirm(token=item.token, user=user), resume=resume)
+            return
+        for approver in self.approvers:
+            request = self._fresh(item)
+            if request.status != Status.PENDING or Approval.objects.filter(
+                    request=request, revision=request.revision, approver_id=approver.pk).exists():
+                continue
+            user = self._user(approver)
+            self._decide(item, lambda: approvals.confirmation_approve(
+                request_id=item.id, approver=user, arguments_hash=request.arguments_hash), resume=resume)
+            if not everyone:
+                return
 
     # -- rules: approvers ---------------------------------------------------------------------
 
@@ -364,7 +420,9 @@ class DecisionMachine(RuleBasedStateMachine):
     # -- invariants ---------------------------------------------------------------------------
 
     @invariant()
+    @_timed
     def one_final_state_never_left(self):
+        STATS["checks"] += 1
         for item in self.tracked:
             request = self._fresh(item)
             item.seen.append(request.status)
@@ -382,8 +440,9 @@ class DecisionMachine(RuleBasedStateMachine):
                 assert len(endings) == 1, f"{item.id} is {request.status} without its ending audited: {endings}"
 
     @invariant()
+    @_timed
     def nothing_executes_without_its_quorum(self):
-        executed = AuditEvent.objects.filter(id__gt=self.audit_floor, decision="EXECUTED",
+        executed = AuditEvent.objects.filter(tenant=self.tenant, chain_seq__gt=self.audit_floor, decision="EXECUTED",
                                              confirmation_id__isnull=False).exclude(id__in=self.checked_executions)
         for row in executed:
             self.checked_executions.add(row.id)
@@ -416,8 +475,9 @@ class DecisionMachine(RuleBasedStateMachine):
             assert approvers - editors, f"{request.pk} ran on its editor's approval alone"
 
     @invariant()
+    @_timed
     def at_most_one_execution_per_binding(self):
-        rows = AuditEvent.objects.filter(id__gt=self.audit_floor, decision="EXECUTED")
+        rows = AuditEvent.objects.filter(tenant=self.tenant, chain_seq__gt=self.audit_floor, decision="EXECUTED")
         per_request = Counter(rows.exclude(confirmation_id=None).values_list("confirmation_id", flat=True))
         assert all(n == 1 for n in per_request.values()), per_request
         per_key = Counter(k for k in rows.values_list("idempotency_key", flat=True) if k)
@@ -439,6 +499,7 @@ class DecisionMachine(RuleBasedStateMachine):
             assert audited == executed[tool], (tool, audited, executed)
 
     @invariant()
+    @_timed
     def every_decision_is_audited_and_the_chain_verifies(self):
         for item in self.tracked:
             request = self._fresh(item)
@@ -470,6 +531,7 @@ class DecisionMachine(RuleBasedStateMachine):
         assert report.ok, report.problem
 
     @invariant()
+    @_timed
     def the_requester_and_the_model_are_told_the_stored_outcome(self):
         if not self.tracked:
             return
@@ -523,6 +585,9 @@ class DecisionMachine(RuleBasedStateMachine):
                                                                    item.seen)
 
     def teardown(self):
+        STATS["examples"] += 1
+        STATS["requests"] += len(self.tracked)
+        STATS.update(f"ended {self._fresh(t).status}" for t in self.tracked)
         _restore_policies(self.people)
 
 
@@ -554,7 +619,17 @@ def _third_approver(people) -> User:
 def test_the_decision_state_machine_keeps_its_invariants(transactional_db, people):
     people["acme"]["approver3"] = _third_approver(people)
     DecisionMachine.people = people
-    run_state_machine_as_test(DecisionMachine, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=False,
-        suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.reuse, Phase.generate,
-                                                         Phase.target, Phase.shrink]))
+    STATS.clear()
+    started = time.monotonic()
+    try:
+        run_state_machine_as_test(DecisionMachine, settings=settings(
+            max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+            suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.reuse, Phase.generate,
+                                                             Phase.target, Phase.shrink]))
+    finally:
+        STATS["seconds"] = round(time.monotonic() - started)
+        STATS["steps"] = STATS["checks"] - STATS["examples"]  # invariants run once before the first step
+        print(f"decision state machine: {dict(STATS)}")
+        if os.environ.get("HYPOTHESIS_STATEFUL_STATS"):
+            with open(os.environ["HYPOTHESIS_STATEFUL_STATS"], "w") as out:
+                json.dump(dict(STATS), out, indent=1, sort_keys=True)
