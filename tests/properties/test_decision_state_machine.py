@@ -49,7 +49,7 @@ from rest_framework.test import APIClient
 from agentplatform import clock
 from agentplatform.errors import DomainError
 from agentplatform.runtime import services as runtime
-from agentplatform.runtime.models import Run
+from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.tasks import resume_run
 from agentplatform.tenancy.models import Tenant, User
 from approvals import amendments
@@ -308,8 +308,10 @@ class DecisionMachine(RuleBasedStateMachine):
         request = self._fresh(item)
         seen = request.original_arguments_hash if stale and request.revision else request.arguments_hash
         user = self._user(self.approvers[who])
-        self._decide(item, lambda: approvals.confirmation_approve(request_id=item.id, approver=user,
-                                                                 arguments_hash=seen), resume=resume)
+        _, error = self._decide(item, lambda: approvals.confirmation_approve(request_id=item.id, approver=user,
+                                                                            arguments_hash=seen), resume=resume)
+        if seen != request.arguments_hash:
+            assert error is not None, "an approval of arguments that were edited since was counted"
 
     @precondition(lambda self: self.tracked)
     @rule(pick=st.integers(0, 50), who=st.integers(0, 2), resume=st.booleans())
@@ -583,6 +585,14 @@ class DecisionMachine(RuleBasedStateMachine):
                     code = "OK" if answers[0]["success"] else answers[0]["code"]
                     assert code == _expected_model_code(request), (code, request.status, request.outcome_code,
                                                                    item.seen)
+                # The requester's event stream says the same, once.
+                events = [e.payload for e in RunEvent.objects.filter(run_id=run_id,
+                                                                     type=RunEvent.Type.TOOL_EXECUTION_COMPLETED)
+                          if e.payload.get("tool_call_id") == request.tool_call_id]
+                assert len(events) == len(answers), (events, answers)
+                for event in events:
+                    code = "OK" if event.get("success") else event.get("code")
+                    assert code == _expected_model_code(request), (event, request.status, request.outcome_code)
 
     def teardown(self):
         STATS["examples"] += 1
