@@ -513,7 +513,8 @@ class DecisionMachine(RuleBasedStateMachine):
                             "RESPOND": "RESPONDED"}[approval.decision]
                 assert decisions[(decision, approval.approver_id)] >= 1, \
                     f"{approval.decision} of approver {approval.approver_id} on {item.id} not audited: {audits}"
-            if request.confirmed_at and request.decided_by_id == request.user_id:
+            # (A run cancelled after its call was confirmed names its canceller in decided_by.)
+            if request.confirmed_at and request.decided_by_id == request.user_id and request.outcome_code != "RUN_ENDED":
                 assert decisions[("CONFIRMED", request.user_id)] == 1, audits
             if request.status == Status.CANCELLED and request.decided_by_id == request.user_id \
                     and request.outcome_code != "RUN_ENDED":
