@@ -46,14 +46,14 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  run_state_machine_as_test)
 from rest_framework.test import APIClient
 
-from agentplatform import clock
-from agentplatform.errors import DomainError
+from core import clock
+from core.errors import DomainError
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.models import Run, RunEvent
-from agentplatform.runtime.tasks import resume_run
+from agentplatform.runtime.resume import resume_run
 from agentplatform.tenancy.models import Tenant, User
 from approvals import amendments
-from approvals import services as approvals
+from approvals import approver_actions, expiry, requester_actions
 from approvals.errors import ApprovalForbidden
 from approvals.models import Approval, ConfirmationRequest
 from audit.chain import verify_tenant
@@ -252,16 +252,16 @@ class DecisionMachine(RuleBasedStateMachine):
         item = with_token[pick % len(with_token)]
         user = self._user(self.requester)
         if decline:
-            self._decide(item, lambda: approvals.confirmation_cancel(token=item.token, user=user), resume=resume)
+            self._decide(item, lambda: requester_actions.confirmation_cancel(token=item.token, user=user), resume=resume)
         else:
-            self._decide(item, lambda: approvals.confirmation_confirm(token=item.token, user=user), resume=resume)
+            self._decide(item, lambda: requester_actions.confirmation_confirm(token=item.token, user=user), resume=resume)
 
     @precondition(lambda self: self.tracked)
     @rule(pick=st.integers(0, 50), resume=st.booleans())
     def withdraw(self, pick, resume):
         item = self.tracked[pick % len(self.tracked)]
         user = self._user(self.requester)
-        self._decide(item, lambda: amendments.confirmation_withdraw(request_id=item.id, requester=user,
+        self._decide(item, lambda: requester_actions.confirmation_withdraw(request_id=item.id, requester=user,
                                                                     reason="not needed any more"), resume=resume)
 
     @precondition(lambda self: self.tracked)
@@ -270,7 +270,7 @@ class DecisionMachine(RuleBasedStateMachine):
         item = self.tracked[pick % len(self.tracked)]
         before = self._fresh(item)
         user = self._user(self.requester)
-        _, error = self._decide(item, lambda: approvals.confirmation_approve(request_id=item.id, approver=user),
+        _, error = self._decide(item, lambda: approver_actions.confirmation_approve(request_id=item.id, approver=user),
                                 resume=True)
         assert error is not None, "the requester approved their own call"
         if before.status == Status.PENDING and before.expires_at > clock.now():
@@ -286,7 +286,7 @@ class DecisionMachine(RuleBasedStateMachine):
         request = self._fresh(item)
         if request.policy == ConfirmationRequest.Policy.REQUESTER and item.token:
             user = self._user(self.requester)
-            self._decide(item, lambda: approvals.confirmation_confirm(token=item.token, user=user), resume=resume)
+            self._decide(item, lambda: requester_actions.confirmation_confirm(token=item.token, user=user), resume=resume)
             return
         for approver in self.approvers:
             request = self._fresh(item)
@@ -294,7 +294,7 @@ class DecisionMachine(RuleBasedStateMachine):
                     request=request, revision=request.revision, approver_id=approver.pk).exists():
                 continue
             user = self._user(approver)
-            self._decide(item, lambda: approvals.confirmation_approve(
+            self._decide(item, lambda: approver_actions.confirmation_approve(
                 request_id=item.id, approver=user, arguments_hash=request.arguments_hash), resume=resume)
             if not everyone:
                 return
@@ -308,7 +308,7 @@ class DecisionMachine(RuleBasedStateMachine):
         request = self._fresh(item)
         seen = request.original_arguments_hash if stale and request.revision else request.arguments_hash
         user = self._user(self.approvers[who])
-        _, error = self._decide(item, lambda: approvals.confirmation_approve(request_id=item.id, approver=user,
+        _, error = self._decide(item, lambda: approver_actions.confirmation_approve(request_id=item.id, approver=user,
                                                                             arguments_hash=seen), resume=resume)
         if seen != request.arguments_hash:
             assert error is not None, "an approval of arguments that were edited since was counted"
@@ -318,7 +318,7 @@ class DecisionMachine(RuleBasedStateMachine):
     def reject(self, pick, who, resume):
         item = self.tracked[pick % len(self.tracked)]
         user = self._user(self.approvers[who])
-        self._decide(item, lambda: approvals.confirmation_reject(request_id=item.id, approver=user,
+        self._decide(item, lambda: approver_actions.confirmation_reject(request_id=item.id, approver=user,
                                                                 reason="no photos of the damage"), resume=resume)
 
     @precondition(lambda self: self.tracked)
@@ -361,10 +361,10 @@ class DecisionMachine(RuleBasedStateMachine):
         before = self._fresh(item)
         ConfirmationRequest.objects.filter(pk=item.id).update(expires_at=clock.now() - datetime.timedelta(seconds=1))
         if resume:
-            expired = approvals.confirmations_expire()
+            expired = expiry.confirmations_expire()
         else:
             with resume_not_enqueued():
-                expired = approvals.confirmations_expire()
+                expired = expiry.confirmations_expire()
         after = self._fresh(item)
         if before.status == Status.PENDING:
             assert item.id in expired and after.status == Status.EXPIRED
