@@ -3,7 +3,7 @@ lose or repeat rows.
 
 Page and cursor parameters are checked as the schema states them (`?page=` an integer 1..2**31-1,
 `?page_size=` 1..the maximum; anything else is 400 INVALID_ARGUMENTS, a cursor this server did
-not issue 400 INVALID_CURSOR), where DRF would fall back to a default or answer 404/500.
+not hand out 400 INVALID_CURSOR), where DRF would fall back to a default or answer 404/500.
 
 Cursors that cannot lose or repeat rows:
 

@@ -644,3 +644,8 @@ def test_the_decision_state_machine_keeps_its_invariants(transactional_db, peopl
         if os.environ.get("HYPOTHESIS_STATEFUL_STATS"):
             with open(os.environ["HYPOTHESIS_STATEFUL_STATS"], "w") as out:
                 json.dump(dict(STATS), out, indent=1, sort_keys=True)
+    # The invariants are asserted inside the machine after every step; here, that the machine really
+    # ran: every example proposed at least one gated call, and the examples took steps.
+    assert STATS["examples"] >= 1
+    assert STATS["requests"] >= STATS["examples"], "an example ended without proposing a gated call"
+    assert STATS["steps"] > 0, "no example took a step after its first proposal"
