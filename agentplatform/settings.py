@@ -65,6 +65,8 @@ INSTALLED_APPS = [
     "audit",
     # middle: approvals below tools
     "approvals",
+    # policy bundles (Cedar rules, limits, kill switches): between approvals and tools (docs/policy.md)
+    "policies",
     "tools",
     "tools.catalog",
     # remote tools: MCP servers as tool sources, above tools (docs/remote_tools.md)
@@ -455,6 +457,8 @@ TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)
 # Exception classes (dotted paths) that always propagate to the caller instead of becoming a failure result.
 TOOLS_PROPAGATE_EXCEPTIONS = env_list("TOOLS_PROPAGATE_EXCEPTIONS", [])
 TOOLS_MAX_ARGUMENT_BYTES = env_int("TOOLS_MAX_ARGUMENT_BYTES", 16 * 1024)
+# Largest policy bundle file accepted, in bytes (docs/policy.md); larger files are refused unread.
+POLICY_BUNDLE_MAX_BYTES = env_int("POLICY_BUNDLE_MAX_BYTES", 256 * 1024)
 TOOLS_RESULT_MAX_ITEMS = 20
 # Owner and version recorded for a tool in code that declares none, so every tool has someone
 # answering for it and every audit row names a version.

@@ -48,6 +48,8 @@ def confirmation_consume(
     quorum: int,
     risk: str,
     ttl_seconds: int,
+    policy_version: int | None = None,
+    policy_rules: tuple[str, ...] | list[str] = (),
 ) -> int:
     """Consume a CONFIRMED request with one compare-and-set, then check that the
     decision it carries satisfies the policy in force now. Call inside the transaction that
@@ -58,6 +60,8 @@ def confirmation_consume(
     became stricter (REQUESTER -> APPROVERS, a higher quorum, an approver who lost
     `approve_tool`) raises ConfirmationRegated; DENY raises ConsumeRefused(POLICY_DENIED). A
     looser policy keeps what was already asked. A CONFIRMED request does not expire.
+    policy_version / policy_rules: the tenant's policy bundle version now and the rules that set
+    the gate now (tools.gate); a regate names them to the requester and records them on the request.
 
     Returns the consumed request's revision (0: its arguments were never edited). Raises
     ConfirmationExpired when the request expired undecided, or
@@ -92,8 +96,14 @@ def confirmation_consume(
     counted = len(standing)
     cause = rules.regate_cause(stored, needed_quorum=needed_quorum)
     reason, reason_zh = regate_reason(cause=cause, tool=tool_name, quorum=needed_quorum, counted=counted, risk=risk)
+    ruled = policy == Policy.APPROVERS and quorum == needed_quorum and bool(policy_rules)
+    if ruled:  # the bundle's rules set what is needed now: name them, in words
+        names = ", ".join(policy_rules)
+        reason, reason_zh = f"{reason} (policy rule {names})", f"{reason_zh}（策略规则 {names}）"
     raise ConfirmationRegated(Regate(policy=Policy.APPROVERS, quorum=needed_quorum, risk=risk, ttl_seconds=ttl_seconds,
-                                     reason=reason, reason_zh=reason_zh, cause=cause, counted=counted))
+                                     reason=reason, reason_zh=reason_zh, cause=cause, counted=counted,
+                                     policy_version=policy_version,
+                                     policy_rules=tuple(policy_rules) if ruled else ()))
 
 
 def confirmation_record_outcome(*, request_id: uuid.UUID, code: str) -> None:

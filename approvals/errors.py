@@ -87,6 +87,8 @@ class Regate:
     reason_zh: str = ""
     cause: str = "APPROVERS_NOW"
     counted: int = 0
+    policy_version: int | None = None  # the policy bundle version in force at the regate
+    policy_rules: tuple[str, ...] = ()  # the bundle rules that require more now (docs/policy.md)
 
     def told(self) -> str:
         """What the requester and the trail are told: "English / 中文" (one text, both languages)."""

@@ -118,6 +118,10 @@ class ConfirmationRequest(models.Model):
         default=0, help_text="How many times approvers edited the arguments; decisions count for the current one.")
     original_arguments_hash = models.CharField(
         max_length=64, blank=True, help_text="The arguments hash the model asked for, kept when an approver edits.")
+    policy_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The tenant's policy bundle version the gate was set under (empty: none).")
+    policy_rules = models.JSONField(
+        null=True, blank=True, help_text='The ids of the bundle rules and limits that set the gate, e.g. ["refunds-over-500-need-two"].')
 
     class Meta:
         ordering = ["-created_at"]

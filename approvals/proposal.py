@@ -46,6 +46,8 @@ def confirmation_create(
     idempotency_key: str = "",
     business_object: str = "",
     approval_context: dict[str, Any] | None = None,
+    policy_version: int | None = None,
+    policy_rules: list[str] | tuple[str, ...] = (),
 ) -> tuple[ConfirmationRequest, str | None]:
     """Create a PENDING request for one gated call; older open requests for the same business
     action (same idempotency key, or same declared business object) become SUPERSEDED.
@@ -54,6 +56,8 @@ def confirmation_create(
     requester-confirmed calls and is returned once; only its SHA-256 is stored. Approver-gated
     requests return None as the token. approval_context: the tool's facts and the assistant's
     free text, already masked by the caller (approvals.selectors.approval_facts reads it).
+    policy_version / policy_rules: the tenant's policy bundle version and the ids of the rules and
+    limits that set the gate (docs/policy.md); None / empty when the registry's policy decided.
     """
     raw_token = None
     digest = None
@@ -81,6 +85,8 @@ def confirmation_create(
         idempotency_key=idempotency_key[:128],
         business_object=business_object[:200],
         approval_context=approval_context or {},
+        policy_version=policy_version,
+        policy_rules=list(policy_rules) or None,
     ))
     confirmations_supersede(request=request)
     signals.send_approvers_needed(request)

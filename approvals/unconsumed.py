@@ -33,10 +33,14 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     Returns the request, or None when it was no longer CONFIRMED (another consumer got there).
     """
     now = clock.now()
+    # The bundle rules that require more now replace those the request was asked under.
+    ruled = {"policy_version": regate.policy_version, "policy_rules": list(regate.policy_rules)} \
+        if regate.policy_rules else {}
     changed = ConfirmationRequest.objects.filter(pk=request_id, status=Status.CONFIRMED).update(
         status=Status.PENDING, policy=regate.policy, quorum=regate.quorum, risk=regate.risk, token_hash=None,
         confirmed_at=None, decided_at=None, decided_by=None,
         expires_at=now + datetime.timedelta(seconds=regate.ttl_seconds), decision_reason=mask_text(regate.told())[:500],
+        **ruled,
     )
     if changed != 1:
         return None

@@ -91,6 +91,10 @@ class AuditEvent(models.Model):
     # effect can be traced to the holder that made it (docs/operations.md, "Runs, leases and recovery").
     execution = models.JSONField(null=True, blank=True,
                                  help_text="The process (host:pid) and the run lease under which the call ran.")
+    # The tenant's policy bundle version in force when the call was judged, and the ids of the rules
+    # and limits that set its gate or denied it (docs/policy.md). Empty: no bundle, or the registry decided.
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    policy_rules = models.JSONField(null=True, blank=True)
     # The hash chain (audit.chain): position in the tenant's trail, the previous event's hash, and
     # SHA-256(prev_hash:chain_seq:SHA-256(canonical JSON of this row)). Set by the database write.
     chain_seq = models.BigIntegerField(null=True, blank=True, editable=False)

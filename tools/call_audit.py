@@ -29,6 +29,8 @@ class CallAudit:
         self.execution = None  # set once the execution passed its fence (AuditEvent.execution)
         self.edits: dict[str, Any] | None = None
         self.revision: int | None = None  # of the consumed request, when known (0: never edited)
+        self.policy_version: int | None = None  # the tenant's policy bundle version that judged it
+        self.policy_rules: tuple[str, ...] = ()  # the rules and limits that set its gate or denied it
 
     def note_edits(self) -> None:
         """Name in this call's rows who edited it before it ran, beside the requester (the row's
@@ -72,7 +74,8 @@ class CallAudit:
             tool_call_id=self.call.id, arguments_hash=self.hash, masked_arguments=masked,
             confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,
             business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
-            message=message, execution=self.execution,
+            message=message, execution=self.execution, policy_version=self.policy_version,
+            policy_rules=self.policy_rules,
         )
         metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
                               seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)

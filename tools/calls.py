@@ -62,6 +62,8 @@ class PendingConfirmation:
     # the model wrote, shown apart from the summary.
     facts: dict[str, Any] = field(default_factory=dict)
     written_by_assistant: dict[str, str] = field(default_factory=dict)
+    # The ids of the policy rules and limits that set the gate ("refunds-over-500-need-two").
+    rules: tuple[str, ...] = ()
 
     @classmethod
     def from_request(cls, request: "ConfirmationRequest", *, tool_call_id: str, token: str | None = None,
@@ -78,6 +80,7 @@ class PendingConfirmation:
             expires_at=request.expires_at.isoformat(), token=token, reason=mask_text(reason),
             regated=mask_json(regated) if regated else None, facts=shown.get("facts") or {},
             written_by_assistant=shown.get("written_by_assistant") or {},
+            rules=tuple(vars(request).get("policy_rules") or ()),
         )
 
     def public(self) -> dict[str, Any]:
@@ -94,6 +97,8 @@ class PendingConfirmation:
             body["facts"] = self.facts
         if self.written_by_assistant:
             body["written_by_assistant"] = self.written_by_assistant
+        if self.rules:
+            body["rules"] = list(self.rules)
         return body
 
 
@@ -119,6 +124,10 @@ class CheckedCall:
     normalized: dict[str, Any]
     policy: EffectivePolicy
     key: str | None
+    # The call's gate (tools.gate.Gate: bundle version, deciding rules) and the arguments as policy
+    # read them (with the tool's fills); None / {} outside the pipeline.
+    gate: Any = None
+    policy_arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,8 @@ class Consumption(Flow):
             request_id=self.confirmation_id, tenant_id=checked.ctx.tenant_id, user_id=checked.ctx.user_id,
             conversation_id=checked.ctx.conversation_id, tool_name=checked.spec.name, arguments_hash=audit.hash,
             policy=policy.policy, quorum=policy.quorum, risk=policy.risk, ttl_seconds=policy.ttl_seconds,
+            policy_version=checked.gate.version if checked.gate else None,
+            policy_rules=checked.gate.rules if checked.gate else (),
         )
         if checked.spec.precheck is not None:
             try:

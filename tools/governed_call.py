@@ -1,6 +1,7 @@
 """One governed tool call: the checks every call shares, in order (the tool is offered, the
 arguments parse, match the schema and the tool's rules, are normalised, the user holds the tool's
-permission, the policy in force allows it), then the hand-off to the call's flow, chosen once:
+permission, the gate in force allows it: the registry's policy and the tenant's policy bundle,
+tools.gate), then the hand-off to the call's flow, chosen once:
 `Proposal` for a call without a decision (propose it to a human, or run it when ungated),
 `Consumption` for a call that carries a decided confirmation.
 
@@ -21,7 +22,8 @@ from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.consume import Consumption
 from tools.context import ToolContext
 from tools.errors import ToolValidationError
-from tools.levels import ApprovalPolicy
+from policies.shadow import shadow_record
+from tools.gate import gate_call
 from tools.models import Tool
 from tools.money import MoneyInvalid
 from tools.policy import effective_policy
@@ -61,17 +63,24 @@ class GovernedCall:
             audit.arguments(normalized)
             if spec.permission and not self.ctx.user.has_perm(spec.permission):
                 flow.permission_missing(spec)
-            policy = effective_policy(spec, row)
-            audit.policy = policy.policy
-            if policy.policy == ApprovalPolicy.DENY:
-                raise CallStopped(flow.refuse(ToolResult.failure("POLICY_DENIED", "the tool policy denies this call")))
+            gate, judged = gate_call(self.ctx, spec, params, normalized, effective_policy(spec, row))
+            policy = gate.policy
+            audit.policy, audit.policy_version, audit.policy_rules = policy.policy, gate.version, gate.rules
+            if gate.shadow and isinstance(flow, Proposal):  # once, when proposed; never enforced
+                shadow_record(tenant_id=self.ctx.tenant_id, version=gate.version or 0, verdicts=gate.shadow,
+                              tool_name=spec.name, user_id=self.ctx.user_id, tool_call_id=self.call.id,
+                              conversation_id=self.ctx.conversation_id)
+            if gate.denied:
+                raise CallStopped(flow.refuse(ToolResult.failure(
+                    gate.code, gate.reason, data={"rules": list(gate.rules)} if gate.rules else None)))
             key = spec.idempotency_key(self.ctx, params) if spec.idempotency_key else None
             audit.idempotency_key = key or ""
             shared = self.turn is not None and flow.shares_turn(policy)
             if shared and (spec.name, audit.hash) in self.turn:
                 return self._same_as(self.turn[(spec.name, audit.hash)])
             outcome = flow.run(CheckedCall(ctx=self.ctx, call=self.call, spec=spec, row=row, params=params,
-                                           normalized=normalized, policy=policy, key=key))
+                                           normalized=normalized, policy=policy, key=key, gate=gate,
+                                           policy_arguments=judged))
             if shared:
                 self.turn[(spec.name, audit.hash)] = outcome
             return outcome

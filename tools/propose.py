@@ -93,6 +93,8 @@ class Proposal(Flow):
             context_excerpt=ctx.excerpt(), idempotency_key=checked.key or "",
             business_object=spec.business_object(params) if spec.business_object else "",
             approval_context=shown,
+            policy_version=checked.gate.version if checked.gate else None,
+            policy_rules=checked.gate.rules if checked.gate else (),
         )
         return waiting(call, request, token, audit)
 

@@ -73,6 +73,11 @@ class ToolSpec:
     approval context; preferred over `summarize`. Neither may quote free text.
     free_text: names of arguments the model writes in its own words (a reason): never part of a
     summary; shown quoted, capped and labelled "written by the assistant".
+    policy_arguments(ctx, params) -> dict: read-only, tenant-scoped values of optional arguments the
+    tool resolves itself, as policy rules and limits read them (a full refund's amount: the
+    refundable remainder), so omitting an argument never slips a call under a rule
+    (docs/policy.md). policy_fills: the names it always fills; the Cedar schema declares them
+    required.
     owner / version: who answers for the tool and its version (shown in the
     admin and the API, recorded in every audit row). source: "local" or "mcp:<server>". remote: for
     a tool served by an MCP server, the object that calls it (mcp_sources.remote.RemoteCall): the
@@ -101,6 +106,8 @@ class ToolSpec:
     approval_context: Callable[[ToolContext, Any], dict[str, Any]] | None = None
     describe: Callable[[Any, dict[str, Any]], str] | None = None
     free_text: tuple[str, ...] = ()
+    policy_arguments: Callable[[ToolContext, Any], dict[str, Any]] | None = None
+    policy_fills: tuple[str, ...] = ()
     editable: Mapping[str, EditRule] = field(default_factory=dict)
     currency: Callable[[ToolContext, Any], str | None] | None = None
     owner: str = ""

@@ -92,6 +92,17 @@ def order_currency(*, tenant_id: int, order_id: str) -> str | None:
     return Order.objects.filter(tenant_id=tenant_id, order_id=order_id).values_list("currency", flat=True).first()
 
 
+def order_refundable(*, tenant_id: int, order_id: str) -> Decimal:
+    """Read-only: what a full refund of the tenant's order would refund now (its total less what
+    was refunded), Decimal("0") when it has no such order. What policy reads as a full refund's
+    amount (ToolSpec.policy_arguments), so omitting `amount` never slips under a rule."""
+    order = Order.objects.filter(tenant_id=tenant_id, order_id=order_id).order_by("pk").first()
+    if order is None:
+        return Decimal("0")
+    already = sum((r.amount for r in order.refunds.all()), Decimal("0"))
+    return max(order.amount - already, Decimal("0"))
+
+
 CUSTOMER_HISTORY_LIMIT = 100  # orders looked at; a bounded read on the approval hot path
 
 

@@ -188,6 +188,14 @@ def _normalize_refund(ctx: ToolContext, params: RefundOrder) -> RefundOrder:
     return params.model_copy(update={"amount": normalize_amount(params.amount, currency=currency)})
 
 
+def _refund_policy_arguments(ctx: ToolContext, params: RefundOrder) -> dict[str, Any]:
+    """What policy reads for a full refund (no `amount`): the refundable remainder, so a rule on
+    the amount judges what would actually leave the company."""
+    if params.amount is not None:
+        return {}
+    return {"amount": str(services.order_refundable(tenant_id=ctx.tenant_id, order_id=params.order_id))}
+
+
 def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
     """'Refund CNY 100.00 of order A…' in the platform's words; a full refund names the amount."""
     shown = (facts.get("refund_amount") or {}).get("display")
@@ -216,6 +224,8 @@ def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
     currency=_refund_currency,
     describe=_describe_refund,
     free_text=("reason",),
+    policy_arguments=_refund_policy_arguments,
+    policy_fills=("amount",),
     # An approver may refund less than asked (never more: compared with the requester's own amount
     # in minor units) and reword the reason; never another order.
     editable={"amount": EditRule.DECREASE_ONLY, "reason": EditRule.ANY},
