@@ -15,4 +15,4 @@ One module per admin: `tool` (ToolAdmin, with `grants`: its guardian pages), `te
 Tenant admin with its tool whitelist); `forms` and `inlines` hold what they share. Importing this
 package registers them all (Django's admin autodiscovery imports `tools.admin`).
 """
-from tools.admin import idempotency, tenant, tenant_policy, tool  # noqa: F401  - registers the admins
+from tools.admin import idempotency, policy_try, tenant, tenant_policy, tool  # noqa: F401  - registers the admins
