@@ -231,3 +231,10 @@ def test_the_admin_index_lists_the_policy_pages(client, acme_admin):
     client.force_login(acme_admin)
     html = client.get(reverse("admin:index")).content.decode()
     assert reverse("admin:policies_try") in html and reverse("admin:policies_shadow") in html
+
+
+def test_the_tools_precheck_is_reported_beside_the_policys_verdict(requester):
+    apply(requester.tenant_id, EXAMPLE)
+    tried = try_call(requester=requester, tool_name="refund_order", arguments=refund("600"))  # 560.00 refundable
+    assert tried.verdict == "APPROVERS" and tried.precheck[0] == "REFUND_EXCEEDS_AMOUNT"
+    assert try_call(requester=requester, tool_name="refund_order", arguments=refund("550")).precheck is None

@@ -26,6 +26,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 from django.db.models import Q
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
@@ -37,6 +38,7 @@ from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR,
 from policies.engine import Shadowed
 from policies.selectors import bundle_in_force
 from tools.context import ToolContext
+from tools.errors import ToolBusinessError
 from tools.gate import Gate, gate_call
 from tools.governed_call import ArgumentsInvalid, normalized_arguments, validated_arguments
 from tools.levels import ApprovalPolicy
@@ -74,7 +76,10 @@ class TriedCall:
     amount). base: the registry's policy with the operator's and the tenant's overrides, before
     the bundle. rules_gate: the gate after the bundle's Cedar rules. gate: the final gate (after
     the limits). limits: the limits' dry run. refused: (code, message) when the pipeline would
-    refuse the call before any rule (the tool is not offered to the requester), else None."""
+    refuse the call before any rule (the tool is not offered to the requester), else None.
+    precheck: (code, message) when the tool's read-only business precheck, which the pipeline
+    runs before it asks anyone, would refuse a gated call now (e.g. REFUND_EXCEEDS_AMOUNT), else
+    None; it does not change the policy's verdict."""
 
     tool: str
     requester: Any
@@ -85,6 +90,7 @@ class TriedCall:
     gate: Gate
     limits: LimitsDryRun
     refused: tuple[str, str] | None = None
+    precheck: tuple[str, str] | None = None
 
     @property
     def verdict(self) -> str:
@@ -168,6 +174,13 @@ def try_call(*, requester: Any, tool_name: str, arguments: str) -> TriedCall:
     pipeline's refusal (PERMISSION_DENIED, TOOL_DISABLED, ...), and the rules are still judged to
     show what they would do once it is.
     """
+    with transaction.atomic():  # reads only; rolled back all the same, so nothing can stay behind
+        tried = _tried(requester, tool_name, arguments)
+        transaction.set_rollback(True)
+    return tried
+
+
+def _tried(requester: Any, tool_name: str, arguments: str) -> TriedCall:
     tenant_id = requester.tenant_id
     ctx = ToolContext(tenant=requester.tenant, user=requester, conversation_id=uuid.uuid4(),
                       request_id="policy-try")
@@ -190,8 +203,15 @@ def try_call(*, requester: Any, tool_name: str, arguments: str) -> TriedCall:
     rules_gate, judged = gate_call(ctx, spec, params, normalized, base)
     limits = (LimitsDryRun(evaluated=True, note="not reached: the rules deny the call", gate=rules_gate)
               if rules_gate.denied else limits_dry_run(ctx, spec, rules_gate, judged))
+    gate = limits.gate or rules_gate
+    precheck = None
+    if gate.policy.gated and spec.precheck is not None:
+        try:
+            spec.precheck(ctx, params)
+        except ToolBusinessError as error:
+            precheck = (error.code, error.message)
     return TriedCall(tool=tool_name, requester=requester, arguments=normalized, judged=judged, base=base,
-                     rules_gate=rules_gate, gate=limits.gate or rules_gate, limits=limits, refused=refused)
+                     rules_gate=rules_gate, gate=gate, limits=limits, refused=refused, precheck=precheck)
 
 
 def limits_dry_run(ctx: ToolContext, spec: ToolSpec, gate: Gate, arguments: dict[str, Any]) -> LimitsDryRun:
