@@ -149,24 +149,32 @@ def test_the_limits_dry_run_asks_without_reserving_and_its_gate_decides(requeste
     apply(requester.tenant_id, WITH_LIMIT)
     seen = {}
 
-    def limits_judge(*, tenant_id, tool_name, arguments, gate, reserve):
-        seen.update(tenant_id=tenant_id, tool_name=tool_name, amount=arguments["amount"], reserve=reserve)
-        return gate.raised(policy="APPROVERS", quorum=4, rule_ids=("refunds-per-order-day",))
+    def limits_judge(*, tenant_id, user_id, tool_name, limits, arguments, reserve=False, now=None):
+        seen.update(tenant_id=tenant_id, tool_name=tool_name, amount=arguments["amount"], reserve=reserve,
+                    limits=[limit.id for limit in limits])
+        return types.SimpleNamespace(denied=False, code="", reason="", gate="approval", quorum=4,
+                                     rules=("refunds-per-order-day",), shadow=(), judged=(Judged(),))
+
+    class Judged:
+        def public(self):
+            return {"id": "refunds-per-order-day", "count": 3, "max_count": 3}
 
     module = types.ModuleType("policies.limits")
     module.limits_judge = limits_judge
     monkeypatch.setitem(sys.modules, "policies.limits", module)
     tried = try_call(requester=requester, tool_name="refund_order", arguments=refund("20"))
     assert seen == {"tenant_id": requester.tenant_id, "tool_name": "refund_order", "amount": "20.00",
-                    "reserve": False}
+                    "reserve": False, "limits": ["refunds-per-order-day"]}
     assert (tried.verdict, tried.gate.policy.quorum, tried.deciding) == ("APPROVERS", 4, ("refunds-per-order-day",))
     assert tried.limits.rules == ("refunds-per-order-day",)
+    assert tried.limits.details == [{"id": "refunds-per-order-day", "count": 3, "max_count": 3}]
 
 
 def test_the_limits_adapter_reads_a_denial(requester, monkeypatch):
     apply(requester.tenant_id, WITH_LIMIT)
-    verdict = types.SimpleNamespace(policy="DENY", quorum=0, rules=("refunds-per-order-day",), code="LIMIT_EXCEEDED",
-                                    reason="three refunds of this order today", shadow=())
+    verdict = types.SimpleNamespace(denied=True, gate="", quorum=1, rules=("refunds-per-order-day",),
+                                    code="LIMIT_EXCEEDED", reason="three refunds of this order today", shadow=(),
+                                    judged=())
     module = types.ModuleType("policies.limits")
     module.limits_judge = lambda **kwargs: verdict
     monkeypatch.setitem(sys.modules, "policies.limits", module)

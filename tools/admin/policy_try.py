@@ -216,16 +216,17 @@ def _tried(requester: Any, tool_name: str, arguments: str) -> TriedCall:
 
 def limits_dry_run(ctx: ToolContext, spec: ToolSpec, gate: Gate, arguments: dict[str, Any]) -> LimitsDryRun:
     """The bundle's limits judged for this call without reserving anything: the one adapter to
-    `policies.limits.limits_judge(..., reserve=False)`, so its exact signature is known in one place.
+    `policies.limits.limits_judge(..., reserve=False)`, as the pipeline calls it with reserve=True
+    (tools.propose), its verdict applied to `gate` by the pipeline's own `tools.execution.limits_gate`.
 
-    It is called with those of these keyword arguments its signature names: ctx, tenant_id,
-    user_id, user, spec, tool, tool_name, compiled, limits, gate, arguments, reserve=False. Its
-    result may be a tools.gate.Gate (the gate after the limits), or an object with `gate`, or with
-    `policy` / `quorum` / `rules` (or `limit_ids`) / `code` / `reason` / `shadow`, or None (no limit
-    exceeded). Returns LimitsDryRun(evaluated=False, note="limits: not evaluated ...") when the
-    module or the function is missing. Raises what limits_judge raises for a real error."""
+    limits_judge is called with those of these keyword arguments its signature names: tenant_id,
+    user_id, tool_name, limits (Compiled.limits_for), arguments (as policy reads them), reserve=False,
+    ctx, user, spec, compiled, gate. Its verdict is read as policies.limits.LimitsVerdict: denied,
+    code, reason, gate ("" or "approval"), quorum, rules, shadow, judged (each with `public()`).
+    Returns LimitsDryRun(evaluated=False, note="limits: not evaluated ...") when the module or the
+    function is missing. Raises what limits_judge raises for a real error."""
     compiled = bundle_in_force(ctx.tenant_id)
-    applying = compiled.limits_for(spec.name) if compiled is not None else []
+    applying = compiled.limits_for(spec.name) if compiled is not None and gate.version is not None else []
     if not applying:
         return LimitsDryRun(evaluated=True, note="no limit of the bundle applies to this tool", gate=gate)
     try:
@@ -236,35 +237,43 @@ def limits_dry_run(ctx: ToolContext, spec: ToolSpec, gate: Gate, arguments: dict
     if judge is None:
         return LimitsDryRun(evaluated=False, gate=gate,
                             note="limits: not evaluated (policies.limits.limits_judge is not installed) / 限额：未评估")
-    offered = {"ctx": ctx, "tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "user": ctx.user, "spec": spec,
-               "tool": spec.name, "tool_name": spec.name, "compiled": compiled, "limits": applying, "gate": gate,
-               "arguments": arguments, "reserve": False}
+    offered = {"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "tool_name": spec.name, "limits": applying,
+               "arguments": arguments, "reserve": False, "ctx": ctx, "user": ctx.user, "spec": spec,
+               "compiled": compiled, "gate": gate}
     parameters = inspect.signature(judge).parameters
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    result = judge(**{k: v for k, v in offered.items() if takes_all or k in parameters})
-    return _limits_result(result, gate)
+    verdict = judge(**{k: v for k, v in offered.items() if takes_all or k in parameters})
+    return _limits_result(verdict, gate)
 
 
-def _limits_result(result: Any, gate: Gate) -> LimitsDryRun:
-    if result is None:
+def _limits_gate(gate: Gate, verdict: Any) -> Gate:
+    """`gate` with the limits' verdict applied: the pipeline's tools.execution.limits_gate when
+    it is there; otherwise the same reading (a denial denies with LIMIT_EXCEEDED, an approval
+    raises the gate, never lowering it)."""
+    from tools import execution
+
+    apply = getattr(execution, "limits_gate", None)
+    if apply is not None:
+        return apply(gate, verdict)
+    if verdict.denied:
+        return gate.raised(policy=ApprovalPolicy.DENY, quorum=0, rule_ids=tuple(verdict.rules),
+                           code=verdict.code or "LIMIT_EXCEEDED", reason=verdict.reason)
+    if verdict.gate == "approval":
+        return gate.raised(policy=ApprovalPolicy.APPROVERS, quorum=verdict.quorum, rule_ids=tuple(verdict.rules))
+    return gate
+
+
+def _limits_result(verdict: Any, gate: Gate) -> LimitsDryRun:
+    if verdict is None:
         return LimitsDryRun(evaluated=True, gate=gate, note="no limit is exceeded")
-    if isinstance(getattr(result, "gate", None), Gate):
-        shadow, result = tuple(getattr(result, "shadow", ()) or ()), result.gate
-    else:
-        shadow = ()
-    if isinstance(result, Gate):
-        added = tuple(r for r in result.rules if r not in gate.rules)
-        extra = tuple(s for s in result.shadow if s not in gate.shadow)
-        return LimitsDryRun(evaluated=True, gate=result, rules=added, shadow=shadow + extra)
-    rules = tuple(getattr(result, "rules", None) or getattr(result, "limit_ids", None) or ())
-    shadow = shadow + tuple(getattr(result, "shadow", ()) or ())
-    policy = getattr(result, "policy", "") or ""
-    details = [dict(d) for d in getattr(result, "details", []) or [] if isinstance(d, dict)]
-    if not policy or not rules:
-        return LimitsDryRun(evaluated=True, gate=gate, shadow=shadow, details=details, note="no limit is exceeded")
-    raised = gate.raised(policy=policy, quorum=int(getattr(result, "quorum", 1) or 1), rule_ids=rules,
-                         code=getattr(result, "code", "") or "LIMIT_EXCEEDED", reason=getattr(result, "reason", ""))
-    return LimitsDryRun(evaluated=True, gate=raised, rules=rules, shadow=shadow, details=details)
+    details = [j.public() for j in getattr(verdict, "judged", ()) or () if hasattr(j, "public")]
+    shadow = tuple(getattr(verdict, "shadow", ()) or ())
+    final = _limits_gate(gate, verdict)
+    exceeded = tuple(verdict.rules or ())
+    rules = tuple(r for r in final.rules if r in exceeded)
+    note = "" if rules else ("exceeded, but the gate is already as strict / 已超出，但闸门已同样严格" if exceeded
+                             else "no limit is exceeded")
+    return LimitsDryRun(evaluated=True, gate=final, rules=rules, shadow=shadow, details=details, note=note)
 
 
 # -- the admin page -------------------------------------------------------------------------------
