@@ -73,3 +73,29 @@ def test_a_tenant_administrator_tries_a_call_and_sees_the_rule_that_decided(open
 
     assert (ConfirmationRequest.objects.count(), AuditEvent.objects.count(),
             ShadowVerdict.objects.count()) == recorded
+
+
+def test_the_shadow_report_counts_what_a_shadow_rule_would_have_done_and_leads_to_the_call(open_person, acme_admin,
+                                                                                          requester):
+    from playwright.sync_api import expect
+
+    from policies import selectors
+    from tests.policies.support import call
+
+    selectors._CACHE.clear()
+    apply(requester.tenant_id, BUNDLE)
+    outcome = call(requester, "refund_order", {"order_id": REFUND_ORDER, "amount": "300.00", "reason": "damaged"},
+                   call_id="call_shadowed")
+    assert outcome.pending is not None  # the shadow forbid did not stop it
+    admin = open_person("acme-admin")
+    admin.sign_in(acme_admin.username, DEMO_PASSWORD, next_path="/admin/")
+    admin.page.get_by_role("link", name="Shadow report / 影子规则报告").first.click()
+    row = admin.page.locator("[data-testid=shadow-report] tr[data-rule=shadow-refunds-over-100]")
+    expect(row).to_contain_text("would have denied 1 call")
+    admin.shot("1-shadow-report")
+    row.locator("a[data-would=DENY]").click()
+    expect(admin.page.locator("[data-testid=shadow-calls] tbody tr")).to_have_count(1)
+    admin.page.locator("[data-testid=shadow-call-audit]").click()
+    expect(admin.page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(admin.page.locator("#result_list")).to_contain_text("refund_order")
+    admin.shot("2-audit-row")
