@@ -97,6 +97,7 @@ def shadow_report_view(request: HttpRequest) -> TemplateResponse:
     for row in rows:
         row["tenant"] = tenants.get(row["tenant_id"], row["tenant_id"])
         row["sentence"] = sentence(row["counts"])
+        row["sentence_zh"] = row["sentence"].split(" / ", 1)[-1]
         row["links"] = [{"would": would, "label": WOULD_WORDS[would][0], "count": row["counts"][would],
                          "url": f"{calls_url}?" + urlencode({**query, "rule": row["rule_id"], "would": would,
                                                              **({"tenant": row["tenant_id"]} if tenant_id is None
