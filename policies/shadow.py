@@ -6,7 +6,7 @@ import datetime
 import uuid
 from collections.abc import Iterable
 
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from prometheus_client import Counter
 
 from policies.engine import Shadowed
@@ -32,8 +32,39 @@ def shadow_record(*, tenant_id: int, version: int, verdicts: Iterable[Shadowed],
     return len(rows)
 
 
-def shadow_summary(*, tenant_id: int, since: datetime.datetime, until: datetime.datetime) -> list[dict]:
-    """Per shadow rule, what it would have done between `since` and `until`: [{"rule_id",
-    "would", "calls"}], ordered by rule id then verdict."""
-    return list(ShadowVerdict.objects.filter(tenant_id=tenant_id, occurred_at__gte=since, occurred_at__lt=until)
-                .values("rule_id", "would").annotate(calls=Count("id")).order_by("rule_id", "would"))
+def shadow_summary(*, tenant_id: int | None, since: datetime.datetime, until: datetime.datetime) -> list[dict]:
+    """Per shadow rule, what it would have done between `since` (included) and `until` (excluded):
+    [{"tenant_id", "rule_id", "would", "calls"}], ordered by tenant, rule id, then verdict.
+    tenant_id: one tenant's verdicts, or None for every tenant's (platform operators)."""
+    rows = ShadowVerdict.objects.filter(occurred_at__gte=since, occurred_at__lt=until)
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    return list(rows.values("tenant_id", "rule_id", "would").annotate(calls=Count("id"))
+                .order_by("tenant_id", "rule_id", "would"))
+
+
+def shadow_report(*, tenant_id: int | None, since: datetime.datetime, until: datetime.datetime) -> list[dict]:
+    """shadow_summary folded per rule: [{"tenant_id", "rule_id", "counts": {would: calls},
+    "total"}], one entry per (tenant, rule) with at least one verdict in the period, in
+    shadow_summary's order."""
+    report: dict[tuple[int, str], dict] = {}
+    for row in shadow_summary(tenant_id=tenant_id, since=since, until=until):
+        entry = report.setdefault((row["tenant_id"], row["rule_id"]), {
+            "tenant_id": row["tenant_id"], "rule_id": row["rule_id"], "counts": {}, "total": 0})
+        entry["counts"][row["would"]] = row["calls"]
+        entry["total"] += row["calls"]
+    return list(report.values())
+
+
+def shadow_verdicts(*, tenant_id: int | None, since: datetime.datetime, until: datetime.datetime,
+                    rule_id: str | None = None, would: str | None = None) -> QuerySet[ShadowVerdict]:
+    """The shadow verdicts behind a count of the report (newest first): of one tenant (None: all),
+    in [since, until), optionally of one rule and one verdict (DENY, APPROVAL, CONFIRM)."""
+    rows = ShadowVerdict.objects.filter(occurred_at__gte=since, occurred_at__lt=until)
+    if tenant_id is not None:
+        rows = rows.filter(tenant_id=tenant_id)
+    if rule_id:
+        rows = rows.filter(rule_id=rule_id)
+    if would:
+        rows = rows.filter(would=would)
+    return rows.select_related("user", "tenant").order_by("-occurred_at", "-id")

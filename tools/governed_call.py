@@ -97,44 +97,17 @@ class GovernedCall:
 
     def _validated(self, spec: ToolSpec) -> Any:
         """The call's arguments parsed and validated against the tool's schema and rules."""
-        audit, raw = self.audit, self.call.arguments
-        if not isinstance(raw, str):
-            raise CallStopped(audit.invalid("arguments must be a JSON object encoded as a string"))
-        if len(raw.encode("utf-8")) > settings.TOOLS_MAX_ARGUMENT_BYTES:
-            raise CallStopped(audit.invalid(f"arguments exceed {settings.TOOLS_MAX_ARGUMENT_BYTES} bytes"))
         try:
-            parsed = loads_json(raw)
-        except ValueError as exc:
-            raise CallStopped(audit.invalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}"))
-        if not isinstance(parsed, dict):
-            raise CallStopped(audit.invalid(f"arguments must be a JSON object, not {type(parsed).__name__}"))
-        unstorable = unstorable_reason(parsed)
-        if unstorable:  # PostgreSQL cannot store it (core.text): refused, never cleaned
-            raise CallStopped(audit.invalid(f"arguments {unstorable}, which cannot be processed"))
-        try:
-            params = spec.parameters.model_validate(parsed)
-        except ValidationError as exc:
-            raise CallStopped(audit.invalid("arguments do not match the tool's schema",
-                                            {"errors": _field_errors(exc)}))
-        if spec.validate is not None:
-            try:
-                spec.validate(params)
-            except ToolValidationError as exc:
-                raise CallStopped(audit.invalid(exc.message))
-        return params
+            return validated_arguments(spec, self.call.arguments)
+        except ArgumentsInvalid as exc:
+            raise CallStopped(self.audit.invalid(exc.message, exc.data)) from None
 
     def _normalized(self, spec: ToolSpec, params: Any) -> Any:
-        """The tool's canonical form of the validated parameters (money in its minor unit), before
-        they are hashed, shown or executed. A MoneyInvalid names its field and stable sub-code."""
-        if spec.normalize is None:
-            return params
+        """The tool's canonical form of the validated parameters (normalized_arguments)."""
         try:
-            return spec.normalize(self.ctx, params)
-        except MoneyInvalid as exc:
-            raise CallStopped(self.audit.invalid(exc.message, {"errors": [
-                {"field": exc.field, "error": exc.message, "code": exc.reason}]}))
-        except ToolValidationError as exc:
-            raise CallStopped(self.audit.invalid(exc.message))
+            return normalized_arguments(self.ctx, spec, params)
+        except ArgumentsInvalid as exc:
+            raise CallStopped(self.audit.invalid(exc.message, exc.data)) from None
 
     def _same_as(self, first: CallOutcome) -> CallOutcome:
         """Answer this call from the identical gated call answered first in the same turn."""
@@ -155,3 +128,59 @@ def _field_errors(error: ValidationError) -> list[dict[str, str]]:
     # Input values are left out: they may be huge or sensitive.
     return [{"field": ".".join(str(p) for p in e["loc"]) or "(root)", "error": e["msg"]}
             for e in error.errors(include_url=False, include_input=False)][:20]
+
+
+class ArgumentsInvalid(Exception):
+    """A call's arguments refused before anything else is judged: the pipeline answers
+    INVALID_ARGUMENTS with `message` and `data` (None, or {"errors": [{"field", "error"[, "code"]}]})."""
+
+    def __init__(self, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message, self.data = message, data
+
+
+def validated_arguments(spec: ToolSpec, raw: Any) -> Any:
+    """`raw` (the model's arguments: a JSON object encoded as a string) parsed and validated against
+    `spec`'s parameter model and its `validate` rules. Returns the parameter model instance.
+    Raises ArgumentsInvalid (not a string, over settings.TOOLS_MAX_ARGUMENT_BYTES bytes, not JSON,
+    not an object, unstorable text, schema or rule violations). No side effect: the pipeline
+    (GovernedCall) audits the refusal, the admin's "try a call" shows it."""
+    if not isinstance(raw, str):
+        raise ArgumentsInvalid("arguments must be a JSON object encoded as a string")
+    if len(raw.encode("utf-8")) > settings.TOOLS_MAX_ARGUMENT_BYTES:
+        raise ArgumentsInvalid(f"arguments exceed {settings.TOOLS_MAX_ARGUMENT_BYTES} bytes")
+    try:
+        parsed = loads_json(raw)
+    except ValueError as exc:
+        raise ArgumentsInvalid(f"arguments are not valid JSON: {exc.msg} at position {exc.pos}") from None
+    if not isinstance(parsed, dict):
+        raise ArgumentsInvalid(f"arguments must be a JSON object, not {type(parsed).__name__}")
+    unstorable = unstorable_reason(parsed)
+    if unstorable:  # PostgreSQL cannot store it (core.text): refused, never cleaned
+        raise ArgumentsInvalid(f"arguments {unstorable}, which cannot be processed")
+    try:
+        params = spec.parameters.model_validate(parsed)
+    except ValidationError as exc:
+        raise ArgumentsInvalid("arguments do not match the tool's schema", {"errors": _field_errors(exc)}) from None
+    if spec.validate is not None:
+        try:
+            spec.validate(params)
+        except ToolValidationError as exc:
+            raise ArgumentsInvalid(exc.message) from None
+    return params
+
+
+def normalized_arguments(ctx: ToolContext, spec: ToolSpec, params: Any) -> Any:
+    """The tool's canonical form of validated `params` (money in its minor unit), before they are
+    hashed, shown or executed; `params` itself when the tool has no `normalize`. Reads only (a
+    refund reads its order's currency). Raises ArgumentsInvalid (a MoneyInvalid names its field
+    and stable sub-code in data["errors"])."""
+    if spec.normalize is None:
+        return params
+    try:
+        return spec.normalize(ctx, params)
+    except MoneyInvalid as exc:
+        raise ArgumentsInvalid(exc.message, {"errors": [
+            {"field": exc.field, "error": exc.message, "code": exc.reason}]}) from None
+    except ToolValidationError as exc:
+        raise ArgumentsInvalid(exc.message) from None

@@ -61,6 +61,11 @@ class ApprovalRequestSerializer(serializers.Serializer):
     approvals = serializers.IntegerField(source="approvals_count", help_text=(
         "APPROVE and EDIT decisions on the current revision (an edit restarts the quorum)."))
     quorum = serializers.IntegerField()
+    policy_version = serializers.IntegerField(allow_null=True, help_text=(
+        "The tenant's policy bundle version that judged the request when it was made (null: no bundle in force)."))
+    policy_rules = serializers.SerializerMethodField(help_text=(
+        'The ids of the bundle\'s rules and limits that set its gate, e.g. ["refunds-over-500-need-two"]; [] when '
+        "the tool's registry policy (with the tenant's overrides) set it."))
     arguments_hash = serializers.CharField(help_text=(
         "The binding that will run; send it as `base_arguments_hash` when editing."))
     original_arguments_hash = serializers.CharField(allow_blank=True, help_text=(
@@ -97,6 +102,10 @@ class ApprovalRequestSerializer(serializers.Serializer):
         "[{username, code, reason}]: who holds approve_tool (or asked) but does not count, and why: REQUESTER, "
         "SERVICE_ACCOUNT, GRANTED_BY_REQUESTER (their standing was proposed or approved by the requester), "
         "GRANTED_AFTER_REQUEST (it began after the request was created)."))
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_policy_rules(self, request: ConfirmationRequest) -> list[str]:
+        return list(request.policy_rules or [])
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:

@@ -42,6 +42,11 @@ class MyRequestSerializer(serializers.Serializer):
                                                        "masked.")
     needs = serializers.SerializerMethodField(help_text="requester (you confirm with the token) or approvers.")
     quorum = serializers.IntegerField()
+    policy_version = serializers.IntegerField(allow_null=True, help_text=(
+        "The tenant's policy bundle version that judged the request when it was made (null: no bundle in force)."))
+    policy_rules = serializers.SerializerMethodField(help_text=(
+        'The ids of the bundle\'s rules and limits that set its gate, e.g. ["refunds-over-500-need-two"]; [] when '
+        "the tool's registry policy (with the tenant's overrides) set it."))
     approvals = serializers.IntegerField(source="approvals_count", help_text=(
         "APPROVE and EDIT decisions on the current revision."))
     decisions = ApprovalRequestSerializer.DecisionSerializer(source="approvals.all", many=True, help_text=(
@@ -72,6 +77,10 @@ class MyRequestSerializer(serializers.Serializer):
     @extend_schema_field(serializers.ChoiceField(choices=[("requester", "requester"), ("approvers", "approvers")]))
     def get_needs(self, request: ConfirmationRequest) -> str:
         return "approvers" if request.policy == ConfirmationRequest.Policy.APPROVERS else "requester"
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_policy_rules(self, request: ConfirmationRequest) -> list[str]:
+        return list(request.policy_rules or [])
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))
     def get_status(self, request: ConfirmationRequest) -> str:
