@@ -108,7 +108,10 @@ def effective_policy(spec: ToolSpec, row: GlobalOverrides, tenant_policy: Any = 
         quorum = max(quorum, tenant_policy.quorum)
     if tenant_policy.ttl_seconds:
         ttl = min(ttl, tenant_policy.ttl_seconds)
-    if risk == RiskLevel.CRITICAL and policy != ApprovalPolicy.DENY:
+    # A tenant that raised the risk to CRITICAL gets the CRITICAL floor; a tool CRITICAL already in
+    # the global policy kept it there, or lost it only by the operator's written waiver, which a
+    # tenant's tighten-only row must not undo.
+    if risk == RiskLevel.CRITICAL and base.risk != RiskLevel.CRITICAL and policy != ApprovalPolicy.DENY:
         policy = ApprovalPolicy.APPROVERS
         quorum = max(quorum, CRITICAL_MIN_QUORUM)
     if policy == ApprovalPolicy.REQUESTER:
