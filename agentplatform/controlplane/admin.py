@@ -11,10 +11,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from agentplatform.controlplane.bundle_admin import PolicyBundleAdmin
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.services import control_change_approve, control_change_reject, control_changes_expire
 from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
+from policies.models import PolicyBundle
 
 
 @admin.register(PendingControlChange)
@@ -78,3 +80,6 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Reject selected changes / 拒绝所选变更")
     def reject_changes(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._decide(request, queryset, approve=False)
+
+
+admin.site.register(PolicyBundle, PolicyBundleAdmin)

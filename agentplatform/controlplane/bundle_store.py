@@ -20,10 +20,9 @@ from agentplatform.controlplane.errors import ControlChangeStale
 from agentplatform.controlplane.receivers.changes import control_change
 from agentplatform.tenancy.models import Tenant
 from policies.catalog import CatalogEntry
-from policies.compiler import Compiled, Rule
+from policies.compiler import Compiled, Rule, compile_stored
 from policies.errors import BundleInvalid
 from policies.models import PolicyBundle
-from policies.selectors import bundle_in_force
 from policies.services import Applied, bundle_apply
 
 HIGH_RISKS = ("HIGH", "CRITICAL")
@@ -121,6 +120,14 @@ def in_force(tenant_id: int) -> PolicyBundle | None:
     return PolicyBundle.objects.filter(tenant_id=tenant_id).order_by("-version").first()
 
 
+def compiled(row: PolicyBundle | None) -> Compiled | None:
+    """`row` compiled afresh (policies.compiler.compile_stored), not from the per-process cache: the
+    comparison of an apply must read exactly the row it locked. None for None."""
+    if row is None:
+        return None
+    return compile_stored(version=row.version, cedar=row.cedar, limits=row.limits)
+
+
 def bundle_store(*, tenant: Tenant, source: str, catalog: dict[str, CatalogEntry], actor: Any,
                  comment: str, old: Compiled | None, loosens: list[str], change: Any = None) -> Applied:
     """Store `source` as the tenant's next version (policies.services.bundle_apply, in the caller's
@@ -168,7 +175,7 @@ def bundle_store_approved(change: Any, catalog: dict[str, CatalogEntry]) -> Appl
     try:
         with transaction.atomic():
             return bundle_store(tenant=tenant, source=source, catalog=catalog, actor=change.proposed_by,
-                                comment=target.get("comment", ""), old=bundle_in_force(tenant.pk),
+                                comment=target.get("comment", ""), old=compiled(current),
                                 loosens=list(change.new_state.get("loosens") or []), change=change)
     except BundleInvalid as error:
         raise ControlChangeStale(f"refused: the bundle no longer validates: {error.message} "

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform.controlplane.bundle_store import bundle_store, in_force, loosenings
+from agentplatform.controlplane.bundle_store import bundle_store, compiled, in_force, loosenings
 from agentplatform.controlplane.deciders import may_administer
 from agentplatform.controlplane.errors import ControlChangeForbidden
 from agentplatform.controlplane.guards.gate import Gated
@@ -26,7 +26,6 @@ from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, admin_role
 from policies.services import bundle_apply
-from policies.selectors import bundle_in_force
 from tools.policy_catalog import catalog as tool_catalog
 
 LOOSENS = "POLICY_BUNDLE_LOOSENS"
@@ -85,7 +84,8 @@ def policy_bundle_apply(*, tenant: Tenant, text: str | bytes, actor: Any, check:
         if not check:  # one apply per tenant at a time: the comparison holds until the new version is stored
             Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk", flat=True).get()
         checked = bundle_apply(tenant_id=tenant.pk, text=text, catalog=catalog, actor=None, check=True)
-        old = bundle_in_force(tenant.pk)
+        current = in_force(tenant.pk)
+        old = compiled(current)
         why = loosenings(old, checked.compiled, catalog)
         needs = bool(why) and second_person
         unchanged = checked.diff == "" and old is not None
@@ -99,7 +99,6 @@ def policy_bundle_apply(*, tenant: Tenant, text: str | bytes, actor: Any, check:
                                    old=old, loosens=why)
             return BundleOutcome(status="applied", version=applied.version, previous=applied.previous,
                                  diff=applied.diff, loosens=why)
-        current = in_force(tenant.pk)
     digest = hashlib.sha256(source.encode("utf-8")).hexdigest()
     diff = checked.diff if len(checked.diff) <= PROPOSAL_DIFF_CHARS else (
         checked.diff[:PROPOSAL_DIFF_CHARS] + f"\n... ({len(checked.diff) - PROPOSAL_DIFF_CHARS} more characters)\n")
