@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentplatform.controlplane.bundle_store import bundle_store, compiled, in_force, loosenings
+from agentplatform.controlplane.bundle_store import AUDIT_DIFF_CHARS, bundle_store, compiled, in_force, loosenings
 from agentplatform.controlplane.deciders import may_administer
 from agentplatform.controlplane.errors import ControlChangeForbidden
 from agentplatform.controlplane.guards.gate import Gated
@@ -29,7 +29,8 @@ from policies.services import bundle_apply
 from tools.policy_catalog import catalog as tool_catalog
 
 LOOSENS = "POLICY_BUNDLE_LOOSENS"
-PROPOSAL_DIFF_CHARS = 8000  # what a pending change shows of the diff (its approver reads it)
+PROPOSAL_DIFF_CHARS = AUDIT_DIFF_CHARS  # what a pending change (and its audit rows) keep of the diff; its
+# admin page shows the whole diff against the version in force
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,15 @@ def test_a_platform_operator_picks_the_tenant(client, operator, people):
     response = client.post(ADD, {"tenant": globex.pk, "source": EXAMPLE, "apply": "1"})
     assert response.status_code == 302
     assert PolicyBundle.objects.get().tenant == globex
+
+
+def test_the_pending_change_shows_the_bundle_diff_to_the_second_admin(client, acme_admin, acme_admin2):
+    policy_bundle_apply(tenant=acme_admin.tenant, text=LIMITED, actor=acme_admin)
+    change = policy_bundle_apply(tenant=acme_admin.tenant, text=EXAMPLE, actor=acme_admin).change
+    client.force_login(acme_admin2)
+    page = client.get(reverse("admin:controlplane_pendingcontrolchange_change", args=[change.pk])).content.decode()
+    assert 'data-testid="pending-bundle-diff"' in page and "-  - id: refunds-per-order-day" in page
+    response = client.post(reverse("admin:controlplane_pendingcontrolchange_changelist"),
+                           {"action": "approve_changes", "_selected_action": [str(change.pk)]}, follow=True)
+    assert "Approved and applied" in response.content.decode()
+    assert list(PolicyBundle.objects.order_by("version").values_list("version", flat=True)) == [1, 2]

@@ -258,3 +258,33 @@ def test_the_command_prints_every_error_of_a_bad_bundle(people, tmp_path):
     assert raised.value.returncode == 1 and "POLICY_BUNDLE_INVALID: 2 error(s)" in str(raised.value)
     assert "policy a: attribute `arguments.amuont`" in err.getvalue()
     assert "limit l: unknown tool 'nope'" in err.getvalue()
+
+
+# -- concurrency (PostgreSQL) ---------------------------------------------------------------------
+
+@pytest.mark.postgres
+def test_concurrent_applies_take_distinct_versions_and_a_loosening_never_slips_through(
+        transactional_db, people, operator):
+    """An operator adds a limit while a tenant administrator applies a bundle without it: whichever
+    order the row lock gives them, the administrator's bundle is compared with the version actually
+    in force, so it is applied only if it came first and proposed if the limit was already there."""
+    from tests.tools.support import race
+    from agentplatform.tenancy.models import User
+
+    acme_admin = people["acme"]["admin"]
+    tenant = acme_admin.tenant
+    policy_bundle_apply(tenant=tenant, text=EXAMPLE, actor=acme_admin)
+    extra = EXAMPLE.rstrip("\n") + '\n\n  @id("cancels-confirm")\n  @gate("confirm")\n' \
+        '  permit (principal, action == Action::"cancel_order", resource);\n'
+    plan = [(operator.pk, TIGHTER), (acme_admin.pk, extra)] * 3
+    results = race(len(plan), lambda i: (User.objects.get(pk=plan[i][0]), plan[i][1]),
+                   lambda state: policy_bundle_apply(tenant=tenant, text=state[1], actor=state[0]))
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    versions = list(PolicyBundle.objects.filter(tenant=tenant).order_by("version"))
+    assert [v.version for v in versions] == list(range(1, len(versions) + 1))
+    for before, after in zip(versions, versions[1:]):
+        if after.created_by_id == acme_admin.pk:
+            assert loosenings(_compiled(before.source), _compiled(after.source), catalog()) == [], (
+                before.version, after.version)
+    statuses = sorted({r.status for r in results})
+    assert set(statuses) <= {"applied", "unchanged", "pending"}
