@@ -9,6 +9,7 @@ policies.engine evaluates: the enforced and the shadow policy sets, each with th
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ ANNOTATIONS = {"id", "gate", "quorum", "reason", "mode", "description"}
 GATES = {"confirm", "approval"}
 MAX_POLICIES = 500
 BASELINE_ID = "baseline"
+_ID = re.compile(r'@id\(\s*"([^"\\]{1,100})"\s*\)')
 _BASELINE = {"effect": "permit", "principal": {"op": "All"}, "action": {"op": "All"}, "resource": {"op": "All"},
              "conditions": [], "annotations": {"id": BASELINE_ID}}
 
@@ -45,13 +47,16 @@ class Rule:
 @dataclass
 class Compiled:
     """A validated bundle, ready to evaluate. rules: by Cedar's internal policy id (policy0, ...).
-    enforced / shadow: cedarpy.PolicySet, each with the baseline permit. limits: the limits."""
+    enforced / shadow: cedarpy.PolicySet, each with the baseline permit. limits: the limits.
+    nodes: each rule's policy as Cedar's JSON form, by the same internal id (what a comparison of
+    two versions reads)."""
 
     version: int
     rules: dict[str, Rule]
     enforced: Any
     shadow: Any
     limits: list[Limit] = field(default_factory=list)
+    nodes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def has_shadow_rules(self) -> bool:
@@ -59,6 +64,57 @@ class Compiled:
 
     def limits_for(self, tool: str) -> list[Limit]:
         return [limit for limit in self.limits if limit.tool == tool]
+
+
+def _statements(text: str) -> list[tuple[int, str]]:
+    """Split Cedar text into its statements (each ending with a `;` outside strings, comments and
+    brackets): [(line of its first character, 1-based; text)]."""
+    statements, start, depth, index, line, start_line = [], 0, 0, 0, 1, 1
+    in_string = in_comment = False
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            line += 1
+            in_comment = False
+        elif in_comment:
+            pass
+        elif in_string:
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif text.startswith("//", index):
+            in_comment = True
+        elif char in "({[":
+            depth += 1
+        elif char in ")}]":
+            depth -= 1
+        elif char == ";" and depth <= 0:
+            statements.append((start_line, text[start:index + 1]))
+            start, depth = index + 1, 0
+            start_line = line
+        index += 1
+    if text[start:].strip():
+        statements.append((start_line, text[start:]))
+    return statements
+
+
+def _syntax_error(text: str, error: str) -> dict[str, str]:
+    """Where a Cedar syntax error is: the first statement that does not parse on its own (its @id
+    and line) or, failing that, the whole text."""
+    for first, chunk in _statements(text):
+        try:
+            cedarpy.policies_to_json_str(chunk)
+        except ValueError as exc:
+            lines = chunk.split("\n")
+            skipped = next((i for i, text_line in enumerate(lines)
+                            if text_line.strip() and not text_line.strip().startswith("//")), 0)
+            named = _ID.search(chunk)
+            where = f"policy {named.group(1)}" if named else "cedar"
+            return {"where": f"{where} (line {first + skipped} of cedar)", "message": f"Cedar syntax error: {exc}"[:1000]}
+    return {"where": "cedar", "message": f"Cedar syntax error: {error}"[:1000]}
 
 
 def _actions(node: dict[str, Any]) -> frozenset[str]:
@@ -87,7 +143,7 @@ def _rule(policy_id: str, node: dict[str, Any], errors: list[dict[str, str]]) ->
     if effect == "forbid" and (gate or quorum_text):
         problems.append("a forbid denies: @gate and @quorum do not apply to it")
     quorum = 1
-    if quorum_text:
+    if quorum_text and effect == "permit":
         if gate != "approval" or not quorum_text.isdigit() or not 1 <= int(quorum_text) <= 9:
             problems.append('@quorum("N") goes with @gate("approval"), N from 1 to 9')
         else:
@@ -137,7 +193,7 @@ def compile_bundle(document: BundleDocument, catalog: dict[str, CatalogEntry], *
     try:
         parsed = json.loads(cedarpy.policies_to_json_str(text)) if text.strip() else {"staticPolicies": {}}
     except ValueError as exc:
-        raise BundleInvalid([{"where": "cedar", "message": f"Cedar syntax error: {exc}"[:1000]}]) from None
+        raise BundleInvalid([_syntax_error(text, str(exc))]) from None
     if parsed.get("templates"):
         errors.append({"where": "cedar", "message": "templates (?principal, ?resource) are not supported"})
     static: dict[str, Any] = parsed.get("staticPolicies") or {}
@@ -160,9 +216,15 @@ def compile_bundle(document: BundleDocument, catalog: dict[str, CatalogEntry], *
         if not result.validation_passed:
             names = {pid: (rule.id if rule else pid) for pid, rule in
                      ((pid, rules.get(pid)) for pid in static)}
+            unknown_action = {problem.policy_id for problem in result.errors
+                              if "unrecognized action" in problem.error}
             for problem in result.errors:
                 name = names.get(problem.policy_id, problem.policy_id)
                 message = problem.error.replace(f"for policy `{problem.policy_id}`, ", "")
+                if problem.policy_id in unknown_action and "unable to find an applicable action" in message:
+                    continue  # a consequence of the unknown action named just before
+                if "unrecognized action" in message:
+                    message += " (no such tool in the catalog)"
                 errors.append({"where": f"policy {name}", "message": message[:500]})
     for index, limit in enumerate(document.limits):
         errors.extend(_limit_errors(index, limit, catalog))
@@ -179,7 +241,7 @@ def _compiled(static: dict[str, Any], rules: dict[str, Rule], limits: list[Limit
                                                             "templateLinks": []}))
 
     return Compiled(version=version, rules=rules, enforced=policy_set(False), shadow=policy_set(True),
-                    limits=list(limits))
+                    limits=list(limits), nodes=dict(static))
 
 
 def compile_stored(*, version: int, cedar: str, limits: list[dict[str, Any]]) -> Compiled:

@@ -11,7 +11,7 @@ A bundle file is YAML (or JSON, which is YAML) of this shape::
 
 Defences: at most POLICY_BUNDLE_MAX_BYTES bytes (checked before parsing), no YAML anchors or
 aliases (a "billion laughs" file is refused before it is expanded), no tags beyond YAML's safe
-ones, and at most MAX_NODES nodes.
+ones, at most MAX_NODES nodes, nested at most MAX_DEPTH levels.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from policies.errors import BundleInvalid
 
 MAX_NODES = 20_000
+MAX_DEPTH = 50
 RULE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 
 
@@ -96,6 +97,7 @@ class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses anchors and aliases (so nothing is expanded) and counts nodes."""
 
     nodes = 0
+    depth = 0
 
     def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
         if self.check_event(yaml.AliasEvent):
@@ -107,7 +109,14 @@ class _NoAliasLoader(yaml.SafeLoader):
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise yaml.MarkedYAMLError(None, None, f"more than {MAX_NODES} YAML nodes", event.start_mark)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_DEPTH:
+            # the composer recurses once per level: a deeply nested file must not exhaust the stack
+            raise yaml.MarkedYAMLError(None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def read_bundle(text: str | bytes) -> BundleDocument:
@@ -143,5 +152,15 @@ def read_bundle(text: str | bytes) -> BundleDocument:
         return BundleDocument.model_validate(data)
     except ValidationError as exc:
         raise BundleInvalid([
-            {"where": ".".join(str(p) for p in e["loc"]) or "file", "message": e["msg"]}
+            {"where": ".".join(str(p) for p in e["loc"]) or "file", "message": _message(e)}
             for e in exc.errors(include_url=False, include_input=False)][:50]) from None
+
+
+def _message(error: dict[str, Any]) -> str:
+    """Pydantic's message for one error, said for a bundle's author where pydantic's is terse."""
+    if error["type"] == "missing":
+        return "is required" + (" (the file format: write `version: 1`)" if error["loc"] == ("version",) else "")
+    if error["type"] == "extra_forbidden":
+        return "is not a key of a bundle (keys: version, cedar, limits)" if len(error["loc"]) == 1 \
+            else "is not a key here"
+    return error["msg"]

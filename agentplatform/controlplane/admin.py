@@ -11,10 +11,14 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from agentplatform.controlplane.bundle_admin import PolicyBundleAdmin
+from agentplatform.controlplane.bundle_store import in_force
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.services import control_change_approve, control_change_reject, control_changes_expire
 from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
+from policies.models import PolicyBundle
+from policies.services import bundle_diff
 
 
 @admin.register(PendingControlChange)
@@ -28,7 +32,7 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     list_select_related = ("tenant", "proposed_by", "decided_by")
     search_fields = ("summary",)
     fields = ("summary", "kind", "status", "tenant", "proposed_by", "proposed_at", "expires_at", "old_state_shown",
-              "new_state_shown", "decided_by", "decided_at", "decision_reason")
+              "new_state_shown", "bundle_diff", "decided_by", "decided_at", "decision_reason")
     readonly_fields = fields
     actions = ["approve_changes", "reject_changes"]
     tenant_admin_can = frozenset({"view"})
@@ -58,6 +62,16 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def new_state_shown(self, obj: PendingControlChange) -> str:
         return self._json(obj.new_state)
 
+    @admin.display(description="bundle diff / 策略包差异")
+    def bundle_diff(self, obj: PendingControlChange) -> str:
+        """For a POLICY_BUNDLE change: the diff of its bundle against the version in force now."""
+        if obj.kind != PendingControlChange.Kind.POLICY_BUNDLE:
+            return "—"
+        current = in_force(obj.tenant_id)
+        diff = bundle_diff(current.source if current else "", obj.target.get("source", ""),
+                           old_name=f"v{current.version}" if current else "(none)", new_name="proposed")
+        return format_html('<pre data-testid="pending-bundle-diff">{}</pre>', diff or "(identical)")
+
     def _decide(self, request: HttpRequest, queryset: QuerySet, *, approve: bool) -> None:
         for change in queryset.order_by("proposed_at"):
             try:
@@ -78,3 +92,6 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Reject selected changes / 拒绝所选变更")
     def reject_changes(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._decide(request, queryset, approve=False)
+
+
+admin.site.register(PolicyBundle, PolicyBundleAdmin)

@@ -9,12 +9,14 @@ from __future__ import annotations
 from django.contrib.auth.models import Group
 from guardian.shortcuts import assign_perm
 
+from agentplatform.controlplane.bundle_store import bundle_store_approved
 from agentplatform.controlplane.errors import ControlChangeStale
 from agentplatform.controlplane.guards.grants import group_tenant_id
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.tenancy.models import User
 from approvals.independence import is_service_account
 from tools.models import TenantToolPolicy, Tool
+from tools.policy_catalog import catalog as tool_catalog
 
 Kind = PendingControlChange.Kind
 
@@ -111,5 +113,7 @@ def apply_change(change: PendingControlChange) -> None:
                 setattr(policy, name, value)
             policy.clean()
             policy.save()
+    elif change.kind == Kind.POLICY_BUNDLE:
+        bundle_store_approved(change, tool_catalog())
     else:  # pragma: no cover - every kind is handled above
         raise stale(f"unknown kind {change.kind}")

@@ -33,6 +33,7 @@ class PendingControlChange(models.Model):
         TOOL_POLICY = "TOOL_POLICY", "loosen a tool's global policy / 放宽工具全局策略"
         TENANT_POLICY = "TENANT_POLICY", "loosen a tenant's tool policy / 放宽租户工具策略"
         ADMIN = "ADMIN", "make an administrator or operator / 设为管理员"
+        POLICY_BUNDLE = "POLICY_BUNDLE", "apply a policy bundle that loosens / 应用放宽的策略包"
 
     class Status(models.TextChoices):
         PENDING = "PENDING"

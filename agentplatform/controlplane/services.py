@@ -65,7 +65,8 @@ def control_change_propose(*, proposer: User, gated: Gated) -> PendingControlCha
     """Record `gated` (what a person attempted; guards.gate.Gated) as a PENDING change proposed by
     `proposer`, expiring after CONTROL_CHANGE_TTL_HOURS; audited PROPOSED. Nothing is applied.
 
-    An identical change already pending is returned as it is (one pending change per target).
+    An identical change already pending is returned as it is (one pending change per target), also
+    when it was proposed at the same moment by another request.
     Raises ControlChangeForbidden when `proposer` administers neither the tenant concerned nor
     the platform (a platform-wide change is an operator's).
     """
@@ -78,10 +79,17 @@ def control_change_propose(*, proposer: User, gated: Gated) -> PendingControlCha
         return existing
     control_changes_expire_inline(target_key=gated.key)
     now = clock.now()
-    change = PendingControlChange.objects.create(
-        tenant_id=gated.tenant_id, kind=gated.kind, target=gated.target, target_key=gated.key,
-        summary=gated.summary[:500], old_state=gated.old, new_state=gated.new, proposed_by=proposer,
-        proposed_at=now, expires_at=now + ttl())
+    try:
+        with transaction.atomic():  # a savepoint: the same proposal made at once by another request
+            change = PendingControlChange.objects.create(
+                tenant_id=gated.tenant_id, kind=gated.kind, target=gated.target, target_key=gated.key,
+                summary=gated.summary[:500], old_state=gated.old, new_state=gated.new, proposed_by=proposer,
+                proposed_at=now, expires_at=now + ttl())
+    except IntegrityError:
+        existing = PendingControlChange.objects.filter(target_key=gated.key, status=Status.PENDING).first()
+        if existing is None:
+            raise
+        return existing  # the other request's proposal is the one pending
     with acting_as(proposer):
         _audit(change, verb="PROPOSED")
     return change

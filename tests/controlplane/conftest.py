@@ -9,6 +9,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from agentplatform.tenancy.credentials import api_key_issue
+from agentplatform.controlplane.bundles import policy_bundle_apply
 from agentplatform.controlplane.guards.gate import Gated
 from agentplatform.controlplane.services import control_change_propose
 from agentplatform.runtime import services as runtime
@@ -16,6 +17,7 @@ from agentplatform.runtime.models import TenantModelQuota
 from approvals import approver_actions
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.delivery import deliver_webhook
+from tests.policies.support import EXAMPLE
 from tools.models import Tool
 
 
@@ -52,6 +54,7 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
                                             "tool_id": Tool.objects.get(name="refund_order").pk},
         {"approve_tool": False}, {"approve_tool": True, "tool": "refund_order"}, "grant approve_tool to globex-nobody"))
     TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=1000)
+    policy_bundle_apply(tenant=requester.tenant, text=EXAMPLE, actor=globex["admin"])  # a policy bundle version
     client.force_login(requester)
     response = client.post("/api/v1/chat/", data=json.dumps({"message": "How many SKU-10001 in WH-HZ-01?"}),
                            content_type="application/json", HTTP_IDEMPOTENCY_KEY="globex-key-1")
