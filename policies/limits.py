@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, Q, Sum
 
 from approvals.models import ConfirmationRequest
@@ -295,8 +295,7 @@ def limits_reserve(verdict: LimitsVerdict, *, confirmation_id: Any = None, tool_
                               confirmation_id=confirmation_id, tool_call_id=tool_call_id[:128],
                               user_id=verdict.user_id))
     if new:
-        with transaction.atomic():  # bulk_create may split the batch: all rows or none
-            LimitUsage.objects.bulk_create(new)
+        LimitUsage.objects.bulk_create(new)  # one INSERT: a bundle has at most 500 limits
         ids.extend(row.pk for row in new if row.pk is not None)
     return ids
 
