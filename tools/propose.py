@@ -2,6 +2,11 @@
 confirmation request, audited CONFIRMATION_REQUIRED), an ungated one runs now
 (tools.execution). Also `waiting`, the one place a waiting call's answer is built.
 
+A call the tenant's bundle sets limits over history on (policies.limits) is judged under the
+limits' key locks and reserved in the same transaction before it runs or its request is created:
+an exceeded limit denies it (LIMIT_EXCEEDED) or raises its gate to approvers, and the request
+stores the gate the limits raised and their ids.
+
 Runs inside the caller's transaction (the run's step); the request is created in a savepoint.
 """
 from __future__ import annotations
