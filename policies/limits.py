@@ -219,12 +219,12 @@ def limits_judge(*, tenant_id: int, user_id: int | None, tool_name: str, limits:
     """
     if not limits:
         return LimitsVerdict(tenant_id=tenant_id, tool_name=tool_name, user_id=user_id)
-    now = now or clock.now()
     keyed = [(limit, limit_key(limit, arguments, user_id)) for limit in limits]
     if reserve:
         if not connection.in_atomic_block:
             raise RuntimeError("limits_judge(reserve=True) must run inside the transaction that reserves")
         _lock(_lock_id(tenant_id, limit.id, key) for limit, key in keyed if limit.mode == "enforce")
+    now = now or clock.now()  # after the locks: a reservation's time follows the one it waited for
     own: dict[str, int] = {}
     if confirmation_id is not None:
         own = dict(LimitUsage.objects.filter(tenant_id=tenant_id, confirmation_id=confirmation_id)
