@@ -201,6 +201,20 @@ def test_a_failed_direct_call_is_not_counted(requester, payout):
     assert pay(requester).result.code == "LIMIT_EXCEEDED"
 
 
+def _crash(ctx, params: Payout) -> dict[str, Any]:
+    raise RuntimeError("the bank's connection dropped")
+
+
+def test_a_direct_call_whose_tool_raised_is_not_counted(requester, install_tool):
+    install_tool(ToolSpec(name="test_payout_crash", description="Crashes (test tool).", parameters=Payout,
+                          execute=_crash, risk="LOW"), users=[requester])
+    apply(requester.tenant_id, bundle(limit(tool="test_payout_crash", max_count=1)))
+    crashed = pay(requester, tool="test_payout_crash")
+    assert crashed.result.code == "TOOL_EXECUTION_FAILED"
+    assert LimitUsage.objects.get(limit_id="payouts-per-account").released is True
+    assert pay(requester, tool="test_payout_crash").result.code == "TOOL_EXECUTION_FAILED"  # not LIMIT_EXCEEDED
+
+
 def test_a_shadow_limit_is_recorded_and_never_enforced(requester, payout):
     apply(requester.tenant_id, bundle(limit(id="shadow-cap", max_count=1, mode="shadow"),
                                       limit(id="shadow-sum", max_sum={"argument": "amount", "value": "150"},
@@ -321,3 +335,25 @@ def test_a_limit_added_while_the_request_waits_counts_it_at_consume_time(request
     assert row.limit_id == "payouts-per-account" and not row.released
     assert pay(requester, tool="test_payout_confirm").pending is not None  # the second fits
     assert pay(requester, tool="test_payout_confirm").result.code == "LIMIT_EXCEEDED"
+
+
+def test_an_amount_an_approver_lowered_is_what_stays_counted_once_it_runs(requester, approver1, approver2):
+    from approvals.amendments import confirmation_edit
+
+    apply(requester.tenant_id, bundle({"id": "refunds-per-order", "tool": "refund_order", "per": "order_id",
+                                       "window_seconds": 86400, "when_exceeded": "deny",
+                                       "max_sum": {"argument": "amount", "value": "1000"}}))
+    asked = {"order_id": REFUND_ORDER, "amount": "100.00", "reason": "damaged"}
+    waiting = call(requester, "refund_order", asked)
+    request = ConfirmationRequest.objects.get(pk=waiting.pending.confirmation_id)
+    assert LimitUsage.objects.get(confirmation=request).amount == Decimal("100")
+    edited = {**asked, "amount": "40.00"}
+    confirmation_edit(request_id=request.pk, editor=approver1, arguments=edited,
+                      base_arguments_hash=request.arguments_hash)
+    approver_actions.confirmation_approve(request_id=request.pk, approver=approver2,
+                                          arguments_hash=ConfirmationRequest.objects.get(pk=request.pk).arguments_hash)
+
+    ran = consume(requester, waiting.pending, edited, "refund_order")
+
+    assert ran.result.success, ran.result
+    assert LimitUsage.objects.get(confirmation=request).amount == Decimal("40")
