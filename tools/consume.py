@@ -11,14 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
 from approvals import consumption, unconsumed
 from approvals.errors import ConfirmationRegated, ConsumeRefused
 from approvals.models import ConfirmationRequest
+from policies.limits import LimitsVerdict, limits_judge, limits_release, limits_reserve
 from tools.call_audit import CallAudit, CallStopped
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.context import FenceLost, ToolContext
 from tools.errors import ToolBusinessError
-from tools.execution import Flow, execute
+from tools.execution import Flow, call_limits, execute, limits_gate
 from tools.idempotency import Outcome, idempotency_peek
 from tools.policy import EffectivePolicy
 from tools.propose import waiting
@@ -29,6 +32,9 @@ from tools.selectors import tool_unavailable_reason
 
 class Consumption(Flow):
     """A call that consumes the confirmation request `confirmation_id`."""
+
+    _limited = False
+    _judged: tuple | None = None
 
     def __init__(self, audit: CallAudit, confirmation_id: Any) -> None:
         super().__init__(audit)
@@ -82,16 +88,26 @@ class Consumption(Flow):
         return True
 
     def consume(self, checked: CheckedCall) -> None:
-        """Consume the request against the policy in force now, then run the tool's precheck again
-        (a call that can no longer succeed is refused with its business code)."""
-        policy, audit = checked.policy, self.audit
+        """Consume the request against the policy in force now (the bundle's limits over history
+        judged again first, `_limits`), then run the tool's precheck again (a call that can no
+        longer succeed is refused with its business code)."""
+        audit, gate = self.audit, checked.gate
+        verdict = self._limits(checked)
+        if verdict is not None:
+            gate = limits_gate(gate, verdict)
+            audit.policy, audit.policy_version, audit.policy_rules = gate.policy.policy, gate.version, gate.rules
+            if gate.denied:
+                raise ConsumeRefused(gate.reason, code=gate.code)
+        policy = gate.policy if gate is not None else checked.policy
         audit.revision = consumption.confirmation_consume(
             request_id=self.confirmation_id, tenant_id=checked.ctx.tenant_id, user_id=checked.ctx.user_id,
             conversation_id=checked.ctx.conversation_id, tool_name=checked.spec.name, arguments_hash=audit.hash,
             policy=policy.policy, quorum=policy.quorum, risk=policy.risk, ttl_seconds=policy.ttl_seconds,
-            policy_version=checked.gate.version if checked.gate else None,
-            policy_rules=checked.gate.rules if checked.gate else (),
+            policy_version=gate.version if gate else None,
+            policy_rules=gate.rules if gate else (),
         )
+        if verdict is not None:
+            limits_reserve(verdict, confirmation_id=self.confirmation_id, tool_call_id=checked.call.id)
         if checked.spec.precheck is not None:
             try:
                 checked.spec.precheck(checked.ctx, checked.params)
@@ -100,12 +116,16 @@ class Consumption(Flow):
 
     def record_outcome(self, outcome: Outcome) -> None:
         """Record the execution's code on the request; a conflict is not an execution, so the
-        decision is not spent on it (raises ConsumeRefused, rolling the consumption back)."""
+        decision is not spent on it (raises ConsumeRefused, rolling the consumption back). A call
+        that did not run and succeed here (a business failure, an answer from an earlier record) is
+        no longer counted by its limits."""
         if outcome.kind not in ("EXECUTED", "IDEMPOTENT_HIT"):
             raise ConsumeRefused(outcome.result.message, code=outcome.result.code)
         consumption.confirmation_record_outcome(
             request_id=self.confirmation_id,
             code=outcome.result.code if outcome.kind == "EXECUTED" else "IDEMPOTENT_HIT")
+        if self._limited and not (outcome.kind == "EXECUTED" and outcome.result.success):
+            limits_release(confirmation_id=self.confirmation_id)
 
     def regated(self, call: ToolCall, regated: ConfirmationRegated) -> CallOutcome:
         """The policy became stricter after the decision: the request waits again, and so does the
@@ -114,6 +134,7 @@ class Consumption(Flow):
         if request is None:
             return CallOutcome(call, self.audit.stop("DENIED", ToolResult.failure(
                 "CONFIRMATION_INVALID", "the confirmation was decided elsewhere meanwhile")))
+        self._reserve_waiting()
         return waiting(call, request, None, self.audit, reason=regated.regate.told(),
                        regated=regated.regate.notice(tool=request.tool_name))
 
@@ -127,12 +148,45 @@ class Consumption(Flow):
         to another call, and on a run this process lost."""
         if not self._hold_run():
             return
+        if self._limited:
+            limits_release(confirmation_id=self.confirmation_id)
         if attempted:
             unconsumed.confirmation_spend_failed(request_id=self.confirmation_id, code=code, **self.audit.binding())
         else:
             unconsumed.confirmation_refuse(request_id=self.confirmation_id, code=code,
                                           message=f"the call failed before the tool ran ({error_name})",
                                           **self.audit.binding())
+
+    # -- limits over history (policies.limits) -----------------------------------------------------
+
+    def _limits(self, checked: CheckedCall) -> LimitsVerdict | None:
+        """The bundle's limits in force now for the call, judged again under their keys' locks
+        (None: none apply). Each limit counts only what was reserved before this call's own
+        reservation for it, so the call is not counted twice and calls proposed after it (judged
+        with it counted) do not count against it: a limit tightened while the request waited
+        re-gates or refuses it; an unchanged one reaches the verdict it reached at proposal, which
+        the decision satisfies. A limit the call has no reservation for (added while it waited)
+        counts the whole window and reserves the call at the end."""
+        limits = call_limits(checked)
+        self._limited = bool(limits)
+        if not limits:
+            return None
+        ctx = checked.ctx
+        self._judged = (ctx, checked.spec.name, limits, checked.policy_arguments or checked.normalized, checked.call.id)
+        return limits_judge(tenant_id=ctx.tenant_id, user_id=ctx.user_id, tool_name=checked.spec.name, limits=limits,
+                            arguments=self._judged[3], reserve=True, confirmation_id=self.confirmation_id)
+
+    def _reserve_waiting(self) -> None:
+        """The request waits again after a regate: the consumption's rollback took the reservations
+        this consumption wrote for limits added while it waited; write them again, linked to it."""
+        if self._judged is None:
+            return
+        ctx, tool_name, limits, arguments, call_id = self._judged
+        with transaction.atomic():
+            verdict = limits_judge(tenant_id=ctx.tenant_id, user_id=ctx.user_id, tool_name=tool_name, limits=limits,
+                                   arguments=arguments, reserve=True, confirmation_id=self.confirmation_id)
+            if not verdict.denied and any(j.own is None for j in verdict.judged):
+                limits_reserve(verdict, confirmation_id=self.confirmation_id, tool_call_id=call_id)
 
     # -- helpers ----------------------------------------------------------------------------------
 

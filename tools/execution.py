@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -21,12 +22,17 @@ from core import correlation
 from core.sql.transactions import retry_on_serialization_failure, transaction_usable
 from core.errors import PermissionDeniedError
 from approvals.errors import ConfirmationExpired, ConfirmationNotConsumable, ConfirmationRegated, ConsumeRefused
+from policies.documents import Limit
+from policies.limits import CODE as LIMIT_EXCEEDED, LimitsVerdict
+from policies.selectors import bundle_in_force
 from tools.call_audit import CallAudit
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.context import FenceLost, ToolContext
 from tools.convert import limit_result
 from tools.errors import ToolBusinessError
+from tools.gate import Gate
 from tools.idempotency import Outcome, idempotency_execute, idempotency_peek, run_action
+from tools.levels import ApprovalPolicy
 from tools.registry import ToolSpec
 from tools.results import ToolResult
 
@@ -62,6 +68,31 @@ class Flow:
     def regated(self, call: ToolCall, regated: ConfirmationRegated) -> CallOutcome:
         """The call waits again: the policy became stricter after its decision (consumption only)."""
         raise regated
+
+
+def call_limits(checked: CheckedCall) -> list[Limit]:
+    """The limits over history of the tenant's bundle in force for the checked call's tool
+    (policies.limits); [] without a bundle. One query when the tenant has a bundle, none otherwise."""
+    if checked.gate is None or checked.gate.version is None:
+        return []
+    compiled = bundle_in_force(checked.ctx.tenant_id)
+    return compiled.limits_for(checked.spec.name) if compiled is not None else []
+
+
+def limits_gate(gate: Gate, verdict: LimitsVerdict) -> Gate:
+    """`gate` with the limits' `verdict` applied: an exceeded `deny` limit denies (LIMIT_EXCEEDED,
+    its words as the reason); an exceeded `approval` limit raises the gate to APPROVERS with its
+    quorum, never lowering it. The ids that set the resulting gate are its `rules`: the limits'
+    when they raised it, the rules' and the limits' together when both ask for the same gate."""
+    if verdict.denied:
+        return gate.raised(policy=ApprovalPolicy.DENY, quorum=0, rule_ids=verdict.rules, code=LIMIT_EXCEEDED,
+                           reason=verdict.reason)
+    if verdict.gate != "approval":
+        return gate
+    raised = gate.raised(policy=ApprovalPolicy.APPROVERS, quorum=verdict.quorum, rule_ids=verdict.rules)
+    if raised is gate and gate.policy.policy == ApprovalPolicy.APPROVERS and gate.policy.quorum == verdict.quorum:
+        return replace(gate, rules=tuple(dict.fromkeys(gate.rules + verdict.rules)))
+    return raised
 
 
 class LocalTarget:
