@@ -4,9 +4,7 @@ nothing; its page is tenant-scoped and answers bad input with form errors."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
-import types
 
 import pytest
 from django.urls import reverse
@@ -137,49 +135,34 @@ def test_a_tool_not_offered_to_the_requester_is_refused_as_the_pipeline_would(no
     assert tried.refused is not None
 
 
-def test_limits_are_reported_not_evaluated_without_the_limits_module(requester, monkeypatch):
+def ran_three_refunds(requester) -> None:
+    """Three refunds of 20 of the same order proposed and run (each consumed before the next is
+    proposed: a newer open request for the same order would supersede the older one)."""
+    for n in range(3):
+        outcome = call(requester, "refund_order", json.loads(refund("20")), call_id=f"call_{n}")
+        ConfirmationRequest.objects.filter(pk=outcome.pending.confirmation_id).update(status="CONSUMED")
+
+
+def test_the_limits_dry_run_counts_earlier_refunds_without_reserving_and_raises_the_gate(requester):
     apply(requester.tenant_id, WITH_LIMIT)
-    monkeypatch.setitem(sys.modules, "policies.limits", types.ModuleType("policies.limits"))
+    ran_three_refunds(requester)
+    before = written()
     tried = try_call(requester=requester, tool_name="refund_order", arguments=refund("20"))
-    assert not tried.limits.evaluated and "limits: not evaluated" in tried.limits.note
-    assert tried.verdict == "APPROVERS" and tried.gate.policy.quorum == 2
+    assert written() == before  # nothing reserved, requested or audited
+    assert (tried.verdict, tried.gate.policy.quorum) == ("APPROVERS", 4)
+    assert tried.limits.rules == ("refunds-per-order-day",) and "refunds-per-order-day" in tried.deciding
+    assert [d["id"] for d in tried.limits.details] == ["refunds-per-order-day"]
 
 
-def test_the_limits_dry_run_asks_without_reserving_and_its_gate_decides(requester, monkeypatch):
-    apply(requester.tenant_id, WITH_LIMIT)
-    seen = {}
-
-    def limits_judge(*, tenant_id, user_id, tool_name, limits, arguments, reserve=False, now=None):
-        seen.update(tenant_id=tenant_id, tool_name=tool_name, amount=arguments["amount"], reserve=reserve,
-                    limits=[limit.id for limit in limits])
-        return types.SimpleNamespace(denied=False, code="", reason="", gate="approval", quorum=4,
-                                     rules=("refunds-per-order-day",), shadow=(), judged=(Judged(),))
-
-    class Judged:
-        def public(self):
-            return {"id": "refunds-per-order-day", "count": 3, "max_count": 3}
-
-    module = types.ModuleType("policies.limits")
-    module.limits_judge = limits_judge
-    monkeypatch.setitem(sys.modules, "policies.limits", module)
+def test_the_limits_dry_run_reads_a_denial(requester):
+    denying = WITH_LIMIT.replace("when_exceeded: approval", "when_exceeded: deny").replace(
+        "quorum: 4", "reason: three refunds of this order today")
+    assert denying != WITH_LIMIT
+    apply(requester.tenant_id, denying)
+    ran_three_refunds(requester)
     tried = try_call(requester=requester, tool_name="refund_order", arguments=refund("20"))
-    assert seen == {"tenant_id": requester.tenant_id, "tool_name": "refund_order", "amount": "20.00",
-                    "reserve": False, "limits": ["refunds-per-order-day"]}
-    assert (tried.verdict, tried.gate.policy.quorum, tried.deciding) == ("APPROVERS", 4, ("refunds-per-order-day",))
-    assert tried.limits.rules == ("refunds-per-order-day",)
-    assert tried.limits.details == [{"id": "refunds-per-order-day", "count": 3, "max_count": 3}]
-
-
-def test_the_limits_adapter_reads_a_denial(requester, monkeypatch):
-    apply(requester.tenant_id, WITH_LIMIT)
-    verdict = types.SimpleNamespace(denied=True, gate="", quorum=1, rules=("refunds-per-order-day",),
-                                    code="LIMIT_EXCEEDED", reason="three refunds of this order today", shadow=(),
-                                    judged=())
-    module = types.ModuleType("policies.limits")
-    module.limits_judge = lambda **kwargs: verdict
-    monkeypatch.setitem(sys.modules, "policies.limits", module)
-    tried = try_call(requester=requester, tool_name="refund_order", arguments=refund("20"))
-    assert (tried.verdict, tried.code, tried.reason) == ("DENIED", "LIMIT_EXCEEDED", "three refunds of this order today")
+    assert (tried.verdict, tried.code) == ("DENIED", "LIMIT_EXCEEDED")
+    assert "three refunds of this order today" in tried.reason
 
 
 def test_no_limit_for_the_tool_means_nothing_to_judge(requester):

@@ -18,7 +18,6 @@ under "Policies" on the admin index (`policy_admin_entries`).
 """
 from __future__ import annotations
 
-import inspect
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -36,9 +35,11 @@ from agentplatform.tenancy.admin_scope import tenant_users
 from agentplatform.tenancy.models import User
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
 from policies.engine import Shadowed
+from policies.limits import limits_judge
 from policies.selectors import bundle_in_force
 from tools.context import ToolContext
 from tools.errors import ToolBusinessError
+from tools.execution import limits_gate
 from tools.gate import Gate, gate_call
 from tools.governed_call import ArgumentsInvalid, normalized_arguments, validated_arguments
 from tools.levels import ApprovalPolicy
@@ -215,65 +216,26 @@ def _tried(requester: Any, tool_name: str, arguments: str) -> TriedCall:
 
 
 def limits_dry_run(ctx: ToolContext, spec: ToolSpec, gate: Gate, arguments: dict[str, Any]) -> LimitsDryRun:
-    """The bundle's limits judged for this call without reserving anything: the one adapter to
-    `policies.limits.limits_judge(..., reserve=False)`, as the pipeline calls it with reserve=True
-    (tools.propose), its verdict applied to `gate` by the pipeline's own `tools.execution.limits_gate`.
+    """The bundle's limits judged for this call without reserving anything: the pipeline's
+    `policies.limits.limits_judge` with reserve=False (tools.propose calls it with reserve=True),
+    its verdict applied to `gate` by the pipeline's own `tools.execution.limits_gate`.
 
-    limits_judge is called with those of these keyword arguments its signature names: tenant_id,
-    user_id, tool_name, limits (Compiled.limits_for), arguments (as policy reads them), reserve=False,
-    ctx, user, spec, compiled, gate. Its verdict is read as policies.limits.LimitsVerdict: denied,
-    code, reason, gate ("" or "approval"), quorum, rules, shadow, judged (each with `public()`).
-    Returns LimitsDryRun(evaluated=False, note="limits: not evaluated ...") when the module or the
-    function is missing. Raises what limits_judge raises for a real error."""
+    arguments: the call's arguments as policy reads them (with the tool's fills). Returns a
+    LimitsDryRun. Raises what limits_judge raises for a real error."""
     compiled = bundle_in_force(ctx.tenant_id)
     applying = compiled.limits_for(spec.name) if compiled is not None and gate.version is not None else []
     if not applying:
         return LimitsDryRun(evaluated=True, note="no limit of the bundle applies to this tool", gate=gate)
-    try:
-        from policies import limits as module  # the limits over history; absent in older builds
-    except ImportError:
-        module = None
-    judge = getattr(module, "limits_judge", None)
-    if judge is None:
-        return LimitsDryRun(evaluated=False, gate=gate,
-                            note="limits: not evaluated (policies.limits.limits_judge is not installed) / 限额：未评估")
-    offered = {"tenant_id": ctx.tenant_id, "user_id": ctx.user_id, "tool_name": spec.name, "limits": applying,
-               "arguments": arguments, "reserve": False, "ctx": ctx, "user": ctx.user, "spec": spec,
-               "compiled": compiled, "gate": gate}
-    parameters = inspect.signature(judge).parameters
-    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    verdict = judge(**{k: v for k, v in offered.items() if takes_all or k in parameters})
-    return _limits_result(verdict, gate)
-
-
-def _limits_gate(gate: Gate, verdict: Any) -> Gate:
-    """`gate` with the limits' verdict applied: the pipeline's tools.execution.limits_gate when
-    it is there; otherwise the same reading (a denial denies with LIMIT_EXCEEDED, an approval
-    raises the gate, never lowering it)."""
-    from tools import execution
-
-    apply = getattr(execution, "limits_gate", None)
-    if apply is not None:
-        return apply(gate, verdict)
-    if verdict.denied:
-        return gate.raised(policy=ApprovalPolicy.DENY, quorum=0, rule_ids=tuple(verdict.rules),
-                           code=verdict.code or "LIMIT_EXCEEDED", reason=verdict.reason)
-    if verdict.gate == "approval":
-        return gate.raised(policy=ApprovalPolicy.APPROVERS, quorum=verdict.quorum, rule_ids=tuple(verdict.rules))
-    return gate
-
-
-def _limits_result(verdict: Any, gate: Gate) -> LimitsDryRun:
-    if verdict is None:
-        return LimitsDryRun(evaluated=True, gate=gate, note="no limit is exceeded")
-    details = [j.public() for j in getattr(verdict, "judged", ()) or () if hasattr(j, "public")]
-    shadow = tuple(getattr(verdict, "shadow", ()) or ())
-    final = _limits_gate(gate, verdict)
+    verdict = limits_judge(tenant_id=ctx.tenant_id, user_id=ctx.user_id, tool_name=spec.name, limits=applying,
+                           arguments=arguments, reserve=False)
+    details = [judged.public() for judged in verdict.judged]
+    final = limits_gate(gate, verdict)
     exceeded = tuple(verdict.rules or ())
     rules = tuple(r for r in final.rules if r in exceeded)
     note = "" if rules else ("exceeded, but the gate is already as strict / 已超出，但闸门已同样严格" if exceeded
                              else "no limit is exceeded")
-    return LimitsDryRun(evaluated=True, gate=final, rules=rules, shadow=shadow, details=details, note=note)
+    return LimitsDryRun(evaluated=True, gate=final, rules=rules, shadow=tuple(verdict.shadow), details=details,
+                        note=note)
 
 
 # -- the admin page -------------------------------------------------------------------------------
