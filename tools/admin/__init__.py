@@ -11,8 +11,9 @@ here. Everything shown as "in effect" is computed by `tools.policy.effective_pol
 the pipeline uses.
 
 One module per admin: `tool` (ToolAdmin, with `grants`: its guardian pages), `tenant_policy`
-(TenantToolPolicyAdmin and its actions), `idempotency` (IdempotencyRecordAdmin), `tenant` (the
+(TenantToolPolicyAdmin and its actions), `kill_switches` (the tools' stop action and
+KillSwitchAdmin, the stops with their release action), `idempotency` (IdempotencyRecordAdmin), `tenant` (the
 Tenant admin with its tool whitelist); `forms` and `inlines` hold what they share. Importing this
 package registers them all (Django's admin autodiscovery imports `tools.admin`).
 """
-from tools.admin import idempotency, tenant, tenant_policy, tool  # noqa: F401  - registers the admins
+from tools.admin import idempotency, kill_switches, tenant, tenant_policy, tool  # noqa: F401  - registers the admins
