@@ -30,6 +30,7 @@ from approvals import locks, signals
 from approvals.models import ConfirmationRequest
 from audit import events
 from core import clock
+from core.redaction.text import mask_text
 from core.errors import ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError
 from core.sql.select import select_rows
 from policies.models import KillSwitch
@@ -97,13 +98,14 @@ def active_stop(tenant_id: int | None, tool_name: str) -> ActiveStop | None:
 
 
 def _reason(text: Any, field: str = "reason") -> str:
-    """`text` stripped; InvalidInputError when it is missing, blank or longer than REASON_MAX."""
+    """`text` stripped and masked (core.redaction.text); InvalidInputError when it is missing, blank or longer than REASON_MAX."""
     reason = text.strip() if isinstance(text, str) else ""
     if not reason:
         raise InvalidInputError(f"{field} is required: say why / 请说明原因")
     if len(reason) > REASON_MAX or "\x00" in reason:
         raise InvalidInputError(f"{field} must be at most {REASON_MAX} characters of text")
-    return reason
+    # The model, the requesters and the audit trail read it: a token or card pasted in is masked.
+    return mask_text(reason)[:REASON_MAX]
 
 
 def _scope_of(actor: Any, tenant_id: int | None) -> int | None:

@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+from django.core import mail
 
 from agentplatform.runtime import resume, services
 from agentplatform.runtime.models import Run
@@ -192,3 +193,22 @@ def test_concurrent_stops_of_one_tool_leave_exactly_one_in_force(transactional_d
     assert all(isinstance(r, ToolAlreadyStopped) for r in lost), lost
     assert KillSwitch.objects.filter(released_at__isnull=True).count() == 1
     assert len(_stop_rows(tool_name="refund_order")) == 1
+
+
+def test_the_requester_of_a_cancelled_approval_is_told_why_by_email(requester, acme_admin,
+                                                                   django_capture_on_commit_callbacks):
+    _refund_waiting(requester)
+    mail.outbox.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        kill_switch_engage(tool_name="refund_order", actor=acme_admin, reason="payment provider incident")
+    assert [m.to for m in mail.outbox] == [[requester.email]]
+    body = mail.outbox[0].body
+    assert "Result: cancelled; nothing was done" in body and "Reason: payment provider incident" in body
+
+
+def test_a_secret_pasted_into_the_reason_is_masked_before_anyone_reads_it(requester, acme_admin):
+    engaged = kill_switch_engage(tool_name="refund_order", actor=acme_admin,
+                                 reason="card 4111 1111 1111 1111 leaked in a refund")
+    assert "4111 1111 1111 1111" not in engaged.stop.reason and "4111****1111" in engaged.stop.reason
+    assert "4111 1111 1111 1111" not in call(requester, "refund_order", REFUND).result.message
+    assert all("4111 1111 1111 1111" not in r.message for r in _stop_rows())
