@@ -3,7 +3,8 @@
 A **bundle** version is immutable once applied; the tenant's bundle in force is its highest
 version. **Limit usage** rows are the history a limit counts: one per call a limit applies to,
 counted while the call ran or its request is still open. **Shadow verdicts** record what a
-shadow rule or limit would have done, without enforcing it.
+shadow rule or limit would have done, without enforcing it. A **kill switch** row is one stop of a
+tool in one tenant or in every tenant, in force until released (policies.kill_switch).
 """
 from __future__ import annotations
 
