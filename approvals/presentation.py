@@ -80,11 +80,13 @@ def regate_reason(*, cause: str, tool: str, quorum: int, counted: int, risk: str
 def decider(request: ConfirmationRequest) -> dict[str, str] | None:
     """Who ended `request`, as shown to the model and the people: {"role", "username"} with role
     "requester" (declined or confirmed with the token), "approver" (an Approval decided it), or
-    "administrator" (cancelled the run); None when the platform ended it (expiry, supersession,
+    "administrator" (cancelled the run, or stopped the tool); None when the platform ended it (expiry, supersession,
     refusal). Reads `decided_by` (select it with the request)."""
     if request.decided_by_id is None or request.decided_by is None:
         return None
-    if request.decided_by_id == request.user_id:
+    if request.outcome_code == "TOOL_STOPPED":  # an administrator stopped the tool (a kill switch)
+        role = "administrator"
+    elif request.decided_by_id == request.user_id:
         role = "requester"
     elif request.outcome_code == "RUN_ENDED":
         role = "administrator"

@@ -266,7 +266,7 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
     succeeded, or answered from the record of an identical earlier run: code IDEMPOTENT_HIT),
     FAILED (it ran and the business refused: code), REFUSED (confirmed, refused at consume time,
     nothing ran: code), REJECTED (an approver or the requester said no), CANCELLED (the run ended:
-    RUN_ENDED), SUPERSEDED, EXPIRED, RESPONDED (an approver sent guidance instead, nothing ran),
+    RUN_ENDED, or TOOL_STOPPED: the tool was stopped), SUPERSEDED, EXPIRED, RESPONDED (an approver sent guidance instead, nothing ran),
     WITHDRAWN (the requester withdrew it). A failed call is never EXECUTED (docs/decisions.md).
     label: what a badge shows, e.g. "FAILED (REFUND_EXCEEDS_AMOUNT)".
     """
@@ -276,7 +276,7 @@ def outcome_of(request: ConfirmationRequest) -> dict[str, str]:
     elif request.status == Status.CONSUMED:
         outcome = "EXECUTED" if code in ("", "OK", "IDEMPOTENT_HIT") else "FAILED"
     elif request.status == Status.CANCELLED:
-        outcome = "CANCELLED" if code == "RUN_ENDED" else "REJECTED"
+        outcome = "CANCELLED" if code in ("RUN_ENDED", "TOOL_STOPPED") else "REJECTED"
     elif request.status in (Status.REFUSED, Status.SUPERSEDED, Status.CONFIRMED, Status.PENDING, Status.RESPONDED,
                             Status.WITHDRAWN):
         outcome = request.status

@@ -122,12 +122,13 @@ def requester_email(body: dict[str, Any]) -> tuple[str, str]:
         "EXECUTED": "approved and executed / 已批准并执行",
         "REJECTED": "rejected; nothing was done / 已拒绝，未执行",
         "EXPIRED": "expired before anyone decided; nothing was done / 已过期，未执行",
+        "CANCELLED": "cancelled; nothing was done / 已取消，未执行",
     }.get(r["outcome"], r["outcome_label"])
     subject = f"[agentplatform] Your request was {r['outcome_label'].lower()} / 审批结果: {r['summary']}"[:200]
     lines = [f"Your request: {r['summary']}", f"Result: {verdict}"]
     if r["decided_by"]:
         lines.append(f"Decided by: {r['decided_by']}")
-    if r["reason"] and r["outcome"] == "REJECTED":
+    if r["reason"] and r["outcome"] in ("REJECTED", "CANCELLED"):  # CANCELLED: the tool was stopped
         lines.append(f"Reason: {r['reason']}")
     lines += [f"Approvals: {r['approvals']} / {r['quorum']}", "", f"Conversation / 查看对话: {r['requester_url']}"]
     return subject, "\n".join(lines) + "\n"

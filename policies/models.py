@@ -3,9 +3,12 @@
 A **bundle** version is immutable once applied; the tenant's bundle in force is its highest
 version. **Limit usage** rows are the history a limit counts: one per call a limit applies to,
 counted while the call ran or its request is still open. **Shadow verdicts** record what a
-shadow rule or limit would have done, without enforcing it.
+shadow rule or limit would have done, without enforcing it. A **kill switch** row is one stop of a
+tool in one tenant or in every tenant, in force until released (policies.kill_switch).
 """
 from __future__ import annotations
+
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -80,3 +83,46 @@ class ShadowVerdict(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "rule_id", "occurred_at"], name="shadow_verdict_rule")]
+
+
+class KillSwitch(models.Model):
+    """One stop of a tool (the kill switch): while `released_at` is empty, every new call of
+    `tool_name` in `tenant` (None: in every tenant) is denied with TOOL_STOPPED and `reason`, and
+    a decision of it is refused when consumed (policies.kill_switch). Engaged and released by
+    separate, audited actions; a row is never deleted, so the history of stops stays readable.
+    At most one active stop per tenant and tool, and one active stop everywhere per tool."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("tenancy.Tenant", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                               help_text="Empty: the tool is stopped in every tenant (a platform operator's stop).")
+    tool_name = models.CharField(max_length=100)
+    reason = models.CharField(max_length=500, help_text="Why: what the model and the requesters read.")
+    engaged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    engaged_at = models.DateTimeField()
+    released_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="+")
+    released_at = models.DateTimeField(null=True, blank=True, help_text="Empty while the stop is in force.")
+    release_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the index of the gate's lookup (tool, then tenant, active rows only).
+            models.UniqueConstraint(fields=["tool_name", "tenant"], condition=models.Q(released_at__isnull=True),
+                                    name="one_active_stop_per_tenant_tool"),
+            models.UniqueConstraint(fields=["tool_name"],
+                                    condition=models.Q(released_at__isnull=True, tenant__isnull=True),
+                                    name="one_active_global_stop_per_tool"),
+        ]
+        ordering = ["-engaged_at"]
+        verbose_name = "kill switch / 工具停用"
+        verbose_name_plural = "kill switches / 工具停用"
+
+    def __str__(self) -> str:
+        where = self.tenant_id if self.tenant_id is not None else "every tenant"
+        state = "released" if self.released_at else "in force"
+        return f"{self.tool_name} stopped in {where} ({state})"
+
+    @property
+    def active(self) -> bool:
+        return self.released_at is None

@@ -25,7 +25,7 @@ ERROR_MEANINGS = {
     400: ("Malformed JSON (MALFORMED_JSON), invalid arguments or text with a lone surrogate "
           "(INVALID_ARGUMENTS, with field `errors`), a cursor this server did not issue (INVALID_CURSOR), "
           "an edit that changes nothing once normalised (EDIT_UNCHANGED), or one beyond what the requester asked "
-          "for (EDIT_NOT_ALLOWED, with field `errors`)."),
+          "for (EDIT_NOT_ALLOWED, with field `errors`), a tool that does not exist here (UNKNOWN_TOOL)."),
     401: "No or invalid credentials (NOT_AUTHENTICATED, AUTHENTICATION_FAILED).",
     403: "Authenticated but not allowed (PERMISSION_DENIED, APPROVAL_FORBIDDEN, CSRF_FAILED).",
     404: ("Unknown id, an object of another tenant or user, or a page past the last one "
@@ -34,7 +34,8 @@ ERROR_MEANINGS = {
           "naming the formats it has)."),
     409: ("The object was already decided (ALREADY_DECIDED), an edit was based on arguments another approver "
           "changed meanwhile (ARGUMENTS_CHANGED), the run already ended (RUN_FINISHED, cancelling a run), or "
-          "the request is still in flight (IN_PROGRESS)."),
+          "the request is still in flight (IN_PROGRESS), a tool already stopped (TOOL_ALREADY_STOPPED) or not "
+          "stopped (TOOL_NOT_STOPPED)."),
     410: "The confirmation request expired before this decision (CONFIRMATION_EXPIRED).",
     411: "A body was sent chunked, without Content-Length (LENGTH_REQUIRED).",
     413: "The request body is larger than 256 KB (PAYLOAD_TOO_LARGE).",

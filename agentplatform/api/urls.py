@@ -14,6 +14,8 @@ from agentplatform.api.views.approvals import (ApprovalApproveApi, ApprovalEditA
 from agentplatform.api.views.audit import AuditEventListApi
 from agentplatform.api.views.chat import ChatApi
 from agentplatform.api.views.confirmations import ConfirmationCancelApi, ConfirmationConfirmApi, ConfirmationTokenApi
+from agentplatform.api.views.kill_switches import (KillSwitchListApi, KillSwitchReleaseApi, ToolReleaseApi,
+                                                   ToolStopApi)
 from agentplatform.api.views.conversations import ConversationDetailApi, ConversationListCreateApi
 from agentplatform.api.views.my_requests import MyRequestListApi, MyRequestWithdrawApi
 from agentplatform.api.views.runs import RunCancelApi, RunDetailApi, RunEventsApi
@@ -41,6 +43,10 @@ register_converter(AnyCaseUUIDConverter, "anyuuid")
 
 v1 = [
     path("tools/", ToolListApi.as_view(), name="tools"),
+    re_path(r"^tools/(?P<name>[A-Za-z0-9_.\-]{1,128})/stop/$", ToolStopApi.as_view(), name="tool-stop"),
+    re_path(r"^tools/(?P<name>[A-Za-z0-9_.\-]{1,128})/release/$", ToolReleaseApi.as_view(), name="tool-release"),
+    path("kill-switches/", KillSwitchListApi.as_view(), name="kill-switches"),
+    path("kill-switches/<anyuuid:stop_id>/release/", KillSwitchReleaseApi.as_view(), name="kill-switch-release"),
     path("conversations/", ConversationListCreateApi.as_view(), name="conversations"),
     path("conversations/<anyuuid:conversation_id>/", ConversationDetailApi.as_view(), name="conversation"),
     path("chat/", ChatApi.as_view(), name="chat"),

@@ -10,12 +10,16 @@ from approvals import presentation
 from approvals.amendments import describe_changes
 from approvals.models import Approval, ConfirmationRequest
 from core.redaction.fields import mask_value
+from policies.kill_switch import stopped_message
 from tools.results import ToolResult
 
 Status = ConfirmationRequest.Status
 
 
 def _cancelled(request: ConfirmationRequest, decider: dict | None, reason: str) -> ToolResult:
+    if request.outcome_code == "TOOL_STOPPED":  # a kill switch (policies.kill_switch)
+        return ToolResult.failure("TOOL_STOPPED", f"{stopped_message(request.tool_name, reason)} (request: {request.summary})",
+                                  data={"decided_by": decider, "reason": reason or None})
     if decider and decider["role"] == "approver":
         message = f"an approver ({decider['username']}) rejected the request: {reason or 'no reason given'}"
     elif decider:

@@ -22,6 +22,9 @@ ENDPOINTS = {
     # the approver's edit and respond, the requester's withdraw
     ("/api/v1/approvals/{request_id}/edit/", "post"), ("/api/v1/approvals/{request_id}/respond/", "post"),
     ("/api/v1/my-requests/", "get"), ("/api/v1/my-requests/{request_id}/withdraw/", "post"),
+    # the kill switch
+    ("/api/v1/tools/{name}/stop/", "post"), ("/api/v1/tools/{name}/release/", "post"),
+    ("/api/v1/kill-switches/", "get"), ("/api/v1/kill-switches/{stop_id}/release/", "post"),
 }
 
 

@@ -11,9 +11,11 @@ here. Everything shown as "in effect" is computed by `tools.policy.effective_pol
 the pipeline uses.
 
 One module per admin: `tool` (ToolAdmin, with `grants`: its guardian pages), `tenant_policy`
-(TenantToolPolicyAdmin and its actions), `idempotency` (IdempotencyRecordAdmin), `tenant` (the
-Tenant admin with its tool whitelist), `policy_try` ("Try a call", and the URLs and index entries
-of the policy pages) with `policy_shadow` (the shadow report); `forms` and `inlines` hold what they share. Importing this
-package registers them all (Django's admin autodiscovery imports `tools.admin`).
+(TenantToolPolicyAdmin and its actions), `kill_switches` (the tools' stop action and
+KillSwitchAdmin, the stops with their release action), `idempotency` (IdempotencyRecordAdmin),
+`tenant` (the Tenant admin with its tool whitelist), `policy_try` ("Try a call", and the URLs and
+index entries of the policy pages) with `policy_shadow` (the shadow report); `forms` and `inlines`
+hold what they share. Importing this package registers them all (Django's admin autodiscovery
+imports `tools.admin`).
 """
-from tools.admin import idempotency, policy_try, tenant, tenant_policy, tool  # noqa: F401  - registers the admins
+from tools.admin import idempotency, kill_switches, policy_try, tenant, tenant_policy, tool  # noqa: F401  - registers the admins

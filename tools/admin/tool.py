@@ -22,6 +22,7 @@ from tools.access import tool_access, tools_access
 from tools.admin.forms import LabelledChangelistMixin, describe
 from tools.admin.grants import ToolGrantsMixin
 from tools.admin.inlines import TenantPolicyOnToolInline
+from tools.admin.kill_switches import stop_selected_tools
 from tools.models import TenantToolPolicy, Tool, enable_refusal
 from tools.policy import EffectivePolicy, effective_policy
 from tools.registry import registry
@@ -64,6 +65,7 @@ class ToolAdmin(ToolGrantsMixin, LabelledChangelistMixin, TenantScopedAdminMixin
         (None, {"fields": ("in_effect", "updated_at")}),
     )
     list_editable = ("enabled",)
+    actions = [stop_selected_tools]  # the kill switch (tools.admin.kill_switches)
     inlines = [TenantPolicyOnToolInline]
     tenant_path = None  # tools are shared: every tenant administrator reads them
     tenant_admin_can = frozenset({"view"})
