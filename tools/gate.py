@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from policies.engine import RuleVerdict, Shadowed, evaluate_rules
-from policies.kill_switch import TOOL_STOPPED, active_stop
-from policies.selectors import bundle_in_force
+from policies.kill_switch import TOOL_STOPPED
+from policies.selectors import gate_state
 from tools.context import ToolContext
 from tools.levels import ApprovalPolicy
 from tools.policy import EffectivePolicy
@@ -84,18 +84,17 @@ def gate_call(ctx: ToolContext, spec: ToolSpec, params: Any, normalized: dict[st
     same as JSON), from `base` (tools.policy.effective_policy).
 
     Returns (Gate, the arguments as policy read them). A tool stopped by a kill switch in the
-    tenant or everywhere is denied first with TOOL_STOPPED and the stop's reason (one indexed query,
-    policies.kill_switch.active_stop). A DENY base is denied with POLICY_DENIED;
-    a bundle's satisfied forbid denies with its @reason; its satisfied permits raise the gate
-    (the strongest wins, never below `base`). One query for the bundle version in force (the
-    compiled bundle is cached per version).
+    tenant or everywhere is denied first with TOOL_STOPPED and the stop's reason. A DENY base is
+    denied with POLICY_DENIED; a bundle's satisfied forbid denies with its @reason; its satisfied
+    permits raise the gate (the strongest wins, never below `base`). One query reads both the stop
+    and the bundle version in force (policies.selectors.gate_state; the compiled bundle is cached
+    per version).
     """
-    stop = active_stop(ctx.tenant_id, spec.name)
+    compiled, stop = gate_state(ctx.tenant_id, spec.name)
     if stop is not None:
         return Gate(policy=replace(base, policy=ApprovalPolicy.DENY), code=TOOL_STOPPED, reason=stop.message), normalized
     if base.policy == ApprovalPolicy.DENY:
         return Gate(policy=base, code="POLICY_DENIED", reason="the tool policy denies this call"), normalized
-    compiled = bundle_in_force(ctx.tenant_id)
     if compiled is None or (not compiled.rules and not compiled.limits):
         return Gate(policy=base, version=compiled.version if compiled else None), normalized
     arguments = policy_arguments(ctx, spec, params, normalized)
