@@ -24,7 +24,6 @@ from core.errors import PermissionDeniedError
 from approvals.errors import ConfirmationExpired, ConfirmationNotConsumable, ConfirmationRegated, ConsumeRefused
 from policies.documents import Limit
 from policies.limits import CODE as LIMIT_EXCEEDED, LimitsVerdict
-from policies.selectors import bundle_in_force
 from tools.call_audit import CallAudit
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.context import FenceLost, ToolContext
@@ -72,11 +71,8 @@ class Flow:
 
 def call_limits(checked: CheckedCall) -> list[Limit]:
     """The limits over history of the tenant's bundle in force for the checked call's tool
-    (policies.limits); [] without a bundle. One query when the tenant has a bundle, none otherwise."""
-    if checked.gate is None or checked.gate.version is None:
-        return []
-    compiled = bundle_in_force(checked.ctx.tenant_id)
-    return compiled.limits_for(checked.spec.name) if compiled is not None else []
+    (policies.limits), as the call's gate read them (tools.gate); [] without a bundle. No query."""
+    return list(checked.gate.limits) if checked.gate is not None else []
 
 
 def limits_gate(gate: Gate, verdict: LimitsVerdict) -> Gate:

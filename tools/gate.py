@@ -30,7 +30,8 @@ class Gate:
     applied; DENY when denied). code / reason: why it is denied (POLICY_DENIED with the rule's
     @reason, POLICY_ERROR), "" otherwise. version: the tenant's bundle version (None: no bundle).
     rules: the ids of the rules (and limits, once counted) that set the gate or denied it; empty
-    when the registry's policy decided. shadow: what shadow rules would have done."""
+    when the registry's policy decided. shadow: what shadow rules would have done. limits: the
+    bundle's limits of this tool (policies.limits judges them when the call is proposed or consumed)."""
 
     policy: EffectivePolicy
     code: str = ""
@@ -38,6 +39,7 @@ class Gate:
     version: int | None = None
     rules: tuple[str, ...] = ()
     shadow: tuple[Shadowed, ...] = ()
+    limits: tuple[Any, ...] = ()
 
     @property
     def denied(self) -> bool:
@@ -95,9 +97,12 @@ def gate_call(ctx: ToolContext, spec: ToolSpec, params: Any, normalized: dict[st
         return Gate(policy=replace(base, policy=ApprovalPolicy.DENY), code=TOOL_STOPPED, reason=stop.message), normalized
     if base.policy == ApprovalPolicy.DENY:
         return Gate(policy=base, code="POLICY_DENIED", reason="the tool policy denies this call"), normalized
-    if compiled is None or (not compiled.rules and not compiled.limits):
-        return Gate(policy=base, version=compiled.version if compiled else None), normalized
+    if compiled is None:
+        return Gate(policy=base), normalized
+    limits = tuple(compiled.limits_for(spec.name))
+    if not compiled.rules and not limits:
+        return Gate(policy=base, version=compiled.version), normalized
     arguments = policy_arguments(ctx, spec, params, normalized)
     verdict = evaluate_rules(compiled, catalog_entry(spec), arguments, username=ctx.user.get_username(),
                              risk=base.risk)
-    return _applied(base, verdict, compiled.version), arguments
+    return replace(_applied(base, verdict, compiled.version), limits=limits), arguments
