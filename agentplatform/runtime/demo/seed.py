@@ -237,11 +237,13 @@ def demo_changes() -> list[str]:
     changes: list[str] = []
     # The seed's tools are the local ones; remote (MCP) tools are discovered disabled by design and
     # enabled by review (the demo's step 13), which is not a change to the seed.
+    from agentplatform.runtime.demo.policy import is_demo_waiver  # the demo's own override is no change
+
     tools = {t.name: t for t in Tool.objects.filter(registered=True, source="local").order_by("name")}
     for tool in tools.values():
         if not tool.enabled:
             changes.append(f"tool {tool.name} is disabled for every tenant")
-        if tool.risk_override or tool.policy_override or tool.quorum or tool.ttl_seconds:
+        if (tool.risk_override or tool.policy_override or tool.quorum or tool.ttl_seconds) and not is_demo_waiver(tool):
             changes.append(f"tool {tool.name} has global overrides")
     catalog = {f"catalog.{c}" for c in CATALOG_PERMISSIONS}
     for tenant in Tenant.objects.filter(slug__in=TENANTS).order_by("slug"):
