@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from agentplatform.runtime.demo.seed import order_id
+from agentplatform.runtime.demo.seed import WAIVED, WAIVER, is_demo_waiver, order_id
 from agentplatform.tenancy.actor import acting_via
 from agentplatform.tenancy.models import Tenant, User
 from policies.models import LimitUsage
@@ -27,9 +27,6 @@ from tools.policy_catalog import catalog
 
 HERE = Path(__file__).resolve().parent
 BUNDLES = {"acme": HERE / "acme_bundle.yaml", "globex": HERE / "globex_bundle.yaml"}
-WAIVER = ("Demo: refunds are gated by each tenant's policy bundle (acme: rules on the amount and a "
-          "limit per order; globex: two approvers for every refund).")
-WAIVED = {"risk_override": "HIGH", "policy_override": "REQUESTER", "quorum": None}
 # suffix, amount: acme orders the policy steps refund (limit: 0008; over the ceiling: 0009)
 POLICY_ORDERS = (("0008", "800.00"), ("0009", "8000.00"))
 
@@ -41,12 +38,6 @@ class Bundles:
 
     waived: bool
     applied: dict[str, Applied]
-
-
-def is_demo_waiver(tool: Tool) -> bool:
-    """Whether `tool`'s global overrides are exactly the demo's waiver (not an administrator's change)."""
-    return (tool.name == "refund_order" and tool.critical_floor_waiver == WAIVER
-            and all(getattr(tool, k) == v for k, v in WAIVED.items()) and not tool.ttl_seconds)
 
 
 def _waive() -> bool:
