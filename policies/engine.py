@@ -142,6 +142,15 @@ def _shadowed(compiled: Compiled, request: dict[str, Any]) -> tuple[Shadowed, ..
     return tuple(sorted(set(out), key=lambda s: s.rule_id))
 
 
+def _any_shadow(compiled: Compiled) -> bool:
+    """Compiled.has_shadow_rules, read once per compiled bundle (it walks every rule; a compiled
+    bundle never changes)."""
+    known = compiled.__dict__.get("_any_shadow")
+    if known is None:
+        known = compiled.__dict__["_any_shadow"] = compiled.has_shadow_rules
+    return known
+
+
 def evaluate_rules(compiled: Compiled, entry: CatalogEntry, arguments: dict[str, Any], *, username: str,
                    risk: str) -> RuleVerdict:
     """The rules' verdict on one call of `entry` with `arguments` (argument name -> normalised
@@ -154,7 +163,7 @@ def evaluate_rules(compiled: Compiled, entry: CatalogEntry, arguments: dict[str,
         return RuleVerdict(denied=True, code="POLICY_ERROR", reason=f"the policy cannot judge this call: {exc}")
     request = _request(entry, values, username, risk)
     result = cedarpy.is_authorized(request, compiled.enforced, [])
-    shadow = _shadowed(compiled, request) if compiled.has_shadow_rules else ()
+    shadow = _shadowed(compiled, request) if _any_shadow(compiled) else ()
     errored = [compiled.rules[pid] for pid in _errored_ids(result.diagnostics.errors) if pid in compiled.rules]
     if errored or (result.diagnostics.errors and not result.allowed):
         ids = tuple(sorted(r.id for r in errored)) or ("?",)
