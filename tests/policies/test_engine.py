@@ -337,3 +337,42 @@ def test_the_largest_amount_the_schema_allows_is_judged_and_forbidden(requester)
                                                "reason": "damaged"})
     # the parameter model caps money at 12 digits, well inside Cedar's decimal: it is judged
     assert outcome.pending is None and outcome.result.code == "POLICY_DENIED"
+
+
+class Ship(BaseModel):
+    """A second tool's parameters."""
+
+    parcel: str
+
+
+SHIP = CatalogEntry(name="ship", json_schema=Ship.model_json_schema())
+
+
+def test_a_call_is_judged_by_every_rule_that_can_apply_to_its_tool_and_no_other():
+    text = textwrap.dedent('''\
+        version: 1
+        cedar: |
+          @id("never-ship") @reason("Shipping is closed")
+          forbid (principal, action == Action::"ship", resource);
+
+          @id("pay-or-ship-three") @gate("approval") @quorum("3")
+          permit (principal, action in [Action::"pay", Action::"ship"], resource)
+          when { context.risk == "HIGH" };
+
+          @id("anything-high-confirms") @gate("confirm")
+          permit (principal, action, resource) when { context.risk == "HIGH" };
+
+          @id("ship-overflows") @reason("never read")
+          forbid (principal, action == Action::"ship", resource)
+          when { 9223372036854775807 + 1 > 0 };
+        ''')
+    compiled = compile_bundle(read_bundle(text.encode()), {"pay": PAY, "ship": SHIP}, version=1)
+    pay = {"account": "x", "count": 1, "urgent": False, "channel": "bank", "tags": []}
+
+    low = evaluate_rules(compiled, PAY, pay, username="alice", risk="LOW")
+    high = evaluate_rules(compiled, PAY, pay, username="alice", risk="HIGH")
+    ship = evaluate_rules(compiled, SHIP, {"parcel": "p"}, username="alice", risk="HIGH")
+
+    assert (low.denied, low.gate) == (False, "")  # ship's erroring rule never touches a payment
+    assert (high.gate, high.quorum, high.rules) == ("approval", 3, ("pay-or-ship-three",))
+    assert (ship.denied, ship.code, ship.rules) == (True, "POLICY_ERROR", ("ship-overflows",))
