@@ -149,6 +149,11 @@ def _for_tool(compiled: Compiled, which: str, tool: str) -> Any:
     call is judged against its tool's policies only (the same verdict: a policy scoped to another
     action is never satisfied). Built once per compiled bundle and tool; the policy ids are kept,
     so diagnostics still name `compiled.rules`."""
+    return _reduced(compiled, which, tool)[0]
+
+
+def _reduced(compiled: Compiled, which: str, tool: str) -> tuple[Any, int]:
+    """(the reduced policy set, how many of the bundle's rules it holds besides the baseline)."""
     cache = compiled.__dict__.setdefault("_for_tool", {})
     key = (which, tool)
     reduced = cache.get(key)
@@ -157,9 +162,9 @@ def _for_tool(compiled: Compiled, which: str, tool: str) -> Any:
         tree = full.to_pst()
         kept = {pid: policy for pid, policy in tree.static_policies.items()
                 if pid not in compiled.rules or not compiled.rules[pid].tools or tool in compiled.rules[pid].tools}
-        reduced = full if len(kept) == len(tree.static_policies) else cedarpy.PolicySet.from_pst(
+        policies = full if len(kept) == len(tree.static_policies) else cedarpy.PolicySet.from_pst(
             cedarpy.pst.PolicySet(templates={}, static_policies=kept, template_links=()))
-        cache[key] = reduced
+        reduced = cache[key] = (policies, sum(1 for pid in kept if pid in compiled.rules))
     return reduced
 
 
@@ -183,8 +188,11 @@ def evaluate_rules(compiled: Compiled, entry: CatalogEntry, arguments: dict[str,
     except NotRepresentable as exc:
         return RuleVerdict(denied=True, code="POLICY_ERROR", reason=f"the policy cannot judge this call: {exc}")
     request = _request(entry, values, username, risk)
-    result = cedarpy.is_authorized(request, _for_tool(compiled, "enforced", entry.name), [])
     shadow = _shadowed(compiled, request) if _any_shadow(compiled) else ()
+    policies, rules = _reduced(compiled, "enforced", entry.name)
+    if not rules:  # no enforced rule can apply to this tool: only the baseline, which permits
+        return RuleVerdict(shadow=shadow)
+    result = cedarpy.is_authorized(request, policies, [])
     errored = [compiled.rules[pid] for pid in _errored_ids(result.diagnostics.errors) if pid in compiled.rules]
     if errored or (result.diagnostics.errors and not result.allowed):
         ids = tuple(sorted(r.id for r in errored)) or ("?",)

@@ -376,3 +376,9 @@ def test_a_call_is_judged_by_every_rule_that_can_apply_to_its_tool_and_no_other(
     assert (low.denied, low.gate) == (False, "")  # ship's erroring rule never touches a payment
     assert (high.gate, high.quorum, high.rules) == ("approval", 3, ("pay-or-ship-three",))
     assert (ship.denied, ship.code, ship.rules) == (True, "POLICY_ERROR", ("ship-overflows",))
+    only_ship = compile_bundle(read_bundle(b'version: 1\ncedar: |\n  @id("never-ship")\n  forbid (principal, '
+                                           b'action == Action::"ship", resource);\n'), {"pay": PAY, "ship": SHIP})
+    assert not evaluate_rules(only_ship, PAY, pay, username="alice", risk="HIGH").denied  # no rule for pay
+    assert evaluate_rules(only_ship, SHIP, {"parcel": "p"}, username="alice", risk="LOW").rules == ("never-ship",)
+    beyond = evaluate_rules(only_ship, PAY, {**pay, "count": 2 ** 64}, username="alice", risk="LOW")
+    assert (beyond.denied, beyond.code) == (True, "POLICY_ERROR")  # still refused, never judged without it
