@@ -7,8 +7,10 @@ this module knows nothing of the tools app. A tool's context is::
     context.arguments   Record: each argument the policy language can type; money (`decimal` on
                         the parameter model) as Cedar `decimal`, strings (enums and dates too) as
                         String, integers as Long, booleans as Boolean, lists as Set, nested
-                        objects as Record. An optional argument is optional (`has` guards it)
-                        unless the tool fills it in for policy (`CatalogEntry.fills`).
+                        objects as Record. An argument that may be absent (optional without a
+                        default, or nullable) is optional (`has` guards it) unless the tool
+                        fills it in for policy (`CatalogEntry.fills`); one with a default is
+                        always there.
     context.risk        String: the tool's effective risk (LOW, MEDIUM, HIGH, CRITICAL).
 
 The principal is `User::"<username>"`, the resource `Tool::"<tool name>"`; neither has attributes.
@@ -90,8 +92,11 @@ def _record(node: dict[str, Any], defs: dict[str, Any], decimals: frozenset[str]
     out: dict[str, tuple[CedarType, bool]] = {}
     for name, prop in (node.get("properties") or {}).items():
         typed, nullable = _type(prop, defs, name in decimals, depth)
+        # A validated call always carries an argument with a non-null default (the parameter
+        # model fills it in), so rules may read it without a `has` guard.
+        present = name in required or prop.get("default") is not None
         if typed is not None:
-            out[name] = (typed, name in fills or (name in required and not nullable))
+            out[name] = (typed, name in fills or (present and not nullable))
     return out
 
 

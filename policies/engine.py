@@ -124,7 +124,7 @@ def _gate_of(rules: list[Rule]) -> tuple[str, int, tuple[str, ...]]:
 
 
 def _shadowed(compiled: Compiled, request: dict[str, Any]) -> tuple[Shadowed, ...]:
-    result = cedarpy.is_authorized(request, compiled.shadow, [])
+    result = cedarpy.is_authorized(request, _for_tool(compiled, "shadow", request["action"]["id"]), [])
     out = []
     for pid in result.diagnostics.reasons:
         rule = compiled.rules.get(pid)
@@ -142,6 +142,41 @@ def _shadowed(compiled: Compiled, request: dict[str, Any]) -> tuple[Shadowed, ..
     return tuple(sorted(set(out), key=lambda s: s.rule_id))
 
 
+def _for_tool(compiled: Compiled, which: str, tool: str) -> Any:
+    """The policy set `which` ("enforced" or "shadow") of `compiled` reduced to the policies that
+    can apply to `tool`: those whose action scope names it, those without an action scope, and the
+    baseline. Cedar spends time on every policy of a set, even one scoped to another action, so a
+    call is judged against its tool's policies only (the same verdict: a policy scoped to another
+    action is never satisfied). Built once per compiled bundle and tool; the policy ids are kept,
+    so diagnostics still name `compiled.rules`."""
+    return _reduced(compiled, which, tool)[0]
+
+
+def _reduced(compiled: Compiled, which: str, tool: str) -> tuple[Any, int]:
+    """(the reduced policy set, how many of the bundle's rules it holds besides the baseline)."""
+    cache = compiled.__dict__.setdefault("_for_tool", {})
+    key = (which, tool)
+    reduced = cache.get(key)
+    if reduced is None:
+        full = getattr(compiled, which)
+        tree = full.to_pst()
+        kept = {pid: policy for pid, policy in tree.static_policies.items()
+                if pid not in compiled.rules or not compiled.rules[pid].tools or tool in compiled.rules[pid].tools}
+        policies = full if len(kept) == len(tree.static_policies) else cedarpy.PolicySet.from_pst(
+            cedarpy.pst.PolicySet(templates={}, static_policies=kept, template_links=()))
+        reduced = cache[key] = (policies, sum(1 for pid in kept if pid in compiled.rules))
+    return reduced
+
+
+def _any_shadow(compiled: Compiled) -> bool:
+    """Compiled.has_shadow_rules, read once per compiled bundle (it walks every rule; a compiled
+    bundle never changes)."""
+    known = compiled.__dict__.get("_any_shadow")
+    if known is None:
+        known = compiled.__dict__["_any_shadow"] = compiled.has_shadow_rules
+    return known
+
+
 def evaluate_rules(compiled: Compiled, entry: CatalogEntry, arguments: dict[str, Any], *, username: str,
                    risk: str) -> RuleVerdict:
     """The rules' verdict on one call of `entry` with `arguments` (argument name -> normalised
@@ -153,8 +188,11 @@ def evaluate_rules(compiled: Compiled, entry: CatalogEntry, arguments: dict[str,
     except NotRepresentable as exc:
         return RuleVerdict(denied=True, code="POLICY_ERROR", reason=f"the policy cannot judge this call: {exc}")
     request = _request(entry, values, username, risk)
-    result = cedarpy.is_authorized(request, compiled.enforced, [])
-    shadow = _shadowed(compiled, request) if compiled.has_shadow_rules else ()
+    shadow = _shadowed(compiled, request) if _any_shadow(compiled) else ()
+    policies, rules = _reduced(compiled, "enforced", entry.name)
+    if not rules:  # no enforced rule can apply to this tool: only the baseline, which permits
+        return RuleVerdict(shadow=shadow)
+    result = cedarpy.is_authorized(request, policies, [])
     errored = [compiled.rules[pid] for pid in _errored_ids(result.diagnostics.errors) if pid in compiled.rules]
     if errored or (result.diagnostics.errors and not result.allowed):
         ids = tuple(sorted(r.id for r in errored)) or ("?",)

@@ -62,6 +62,19 @@ STOCK = [("SKU-10001", "WH-HZ-01", 120, 5), ("SKU-10001", "WH-SH-02", 30, 0), ("
          ("SKU-20001", "WH-SH-02", 75, 10)]
 
 
+# The platform operator's waiver `manage.py demo` writes on refund_order (agentplatform.runtime.demo.policy):
+# the registry gate becomes the requester's confirmation and each tenant's policy bundle decides.
+WAIVER = ("Demo: refunds are gated by each tenant's policy bundle (acme: rules on the amount and a "
+          "limit per order; globex: two approvers for every refund).")
+WAIVED = {"risk_override": "HIGH", "policy_override": "REQUESTER", "quorum": None}
+
+
+def is_demo_waiver(tool: Tool) -> bool:
+    """Whether `tool`'s global overrides are exactly the demo's waiver (not an administrator's change)."""
+    return (tool.name == "refund_order" and tool.critical_floor_waiver == WAIVER
+            and all(getattr(tool, k) == v for k, v in WAIVED.items()) and not tool.ttl_seconds)
+
+
 def order_id(tenant_slug: str, suffix: str) -> str:
     """Demo order ids: acme A20260729xxxx, globex A20260730xxxx (both match A + 12 digits)."""
     return ("A20260729" if tenant_slug == "acme" else "A20260730") + suffix
@@ -241,7 +254,8 @@ def demo_changes() -> list[str]:
     for tool in tools.values():
         if not tool.enabled:
             changes.append(f"tool {tool.name} is disabled for every tenant")
-        if tool.risk_override or tool.policy_override or tool.quorum or tool.ttl_seconds:
+        # the demo's own waiver (agentplatform.runtime.demo.policy) is part of the story, not a change
+        if (tool.risk_override or tool.policy_override or tool.quorum or tool.ttl_seconds) and not is_demo_waiver(tool):
             changes.append(f"tool {tool.name} has global overrides")
     catalog = {f"catalog.{c}" for c in CATALOG_PERMISSIONS}
     for tenant in Tenant.objects.filter(slug__in=TENANTS).order_by("slug"):
