@@ -24,6 +24,7 @@ GATES = {"confirm", "approval"}
 MAX_POLICIES = 500
 BASELINE_ID = "baseline"
 _ID = re.compile(r'@id\(\s*"([^"\\]{1,100})"\s*\)')
+_QUORUM = re.compile(r"[1-9]")
 _BASELINE = {"effect": "permit", "principal": {"op": "All"}, "action": {"op": "All"}, "resource": {"op": "All"},
              "conditions": [], "annotations": {"id": BASELINE_ID}}
 
@@ -131,7 +132,7 @@ def _rule(policy_id: str, node: dict[str, Any], errors: list[dict[str, str]]) ->
     rule_id = notes.get("id") or ""
     where = f"policy {rule_id}" if rule_id else f"policy #{int(policy_id.removeprefix('policy')) + 1}"
     problems = []
-    if not RULE_ID.match(rule_id):
+    if not RULE_ID.fullmatch(rule_id):  # fullmatch: `$` alone would accept a trailing newline
         problems.append('needs @id("...") of letters, digits and - _ . : (at most 100)')
     unknown = sorted(set(notes) - ANNOTATIONS)
     if unknown:
@@ -144,7 +145,7 @@ def _rule(policy_id: str, node: dict[str, Any], errors: list[dict[str, str]]) ->
         problems.append("a forbid denies: @gate and @quorum do not apply to it")
     quorum = 1
     if quorum_text and effect == "permit":
-        if gate != "approval" or not quorum_text.isdigit() or not 1 <= int(quorum_text) <= 9:
+        if gate != "approval" or not _QUORUM.fullmatch(quorum_text):  # ASCII only: "²".isdigit() is True
             problems.append('@quorum("N") goes with @gate("approval"), N from 1 to 9')
         else:
             quorum = int(quorum_text)
