@@ -12,7 +12,7 @@ tenant) or for every tenant (a platform operator's). While it is in force:
   the model in words and the requester of an approver-gated request is told.
 
 A call already executing when the stop commits finishes. Releasing is a separate action with who
-and why; a tenant administrator cannot release a platform operator's stop of every tenant. Both
+and why; a tenant administrator cannot release a platform operator's stop (of every tenant, or of theirs). Both
 actions write one CONTROL_CHANGE audit row per tenant they concern.
 """
 from __future__ import annotations
@@ -221,7 +221,7 @@ def kill_switch_release(*, stop_id: uuid.UUID, actor: Any, reason: str) -> KillS
     CONTROL_CHANGE row (CHANGED) per tenant concerned. Returns the released row.
 
     Raises InvalidInputError (reason), PermissionDeniedError (not an administrator, or a tenant
-    administrator releasing a stop of every tenant), NotFoundError (unknown, or another tenant's
+    administrator releasing a stop of every tenant or any stop a platform operator engaged), NotFoundError (unknown, or another tenant's
     stop), ToolNotStopped (already released).
     """
     reason = _reason(reason)
@@ -237,7 +237,7 @@ def kill_switch_release_tool(*, tool_name: str, actor: Any, reason: str, tenant_
     """Release the stop of `tool_name` in force in the actor's scope (as kill_switch_engage reads
     `tenant_id`). Returns the released row. Raises as kill_switch_release; ToolNotStopped when no
     stop is in force in that scope; PermissionDeniedError when a tenant administrator's tool is
-    stopped only by a platform operator's stop of every tenant."""
+    stopped by a platform operator (of every tenant, or of this one)."""
     reason = _reason(reason)
     scope = _scope_of(actor, tenant_id)
     stop = (KillSwitch.objects.select_for_update(of=("self",)).select_related("tenant")
@@ -257,6 +257,11 @@ def _release(stop: KillSwitch, *, actor: Any, reason: str) -> KillSwitch:
     if stop.tenant_id is None and admin_role(actor) != PLATFORM_OPERATOR:
         raise PermissionDeniedError("a stop of every tenant is a platform operator's; only a platform operator can "
                                     "release it")
+    if admin_role(actor) != PLATFORM_OPERATOR and getattr(stop.engaged_by, "is_superuser", False):
+        # A platform operator's stop of one tenant is theirs too: the tenant's administrator, whose
+        # tenant it may have been stopped against, cannot lift it.
+        raise PermissionDeniedError("a platform operator stopped this tool; only a platform operator can release it "
+                                    "/ 此停用由平台运维设置，仅平台运维可解除")
     if stop.released_at is not None:
         raise ToolNotStopped(f"this stop of {stop.tool_name} was already released")
     stop.released_at, stop.released_by, stop.release_reason = clock.now(), actor, reason
