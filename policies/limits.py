@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -146,7 +147,10 @@ def _message(limit: Limit, key: str, count: int, total: Decimal, amount: Decimal
 
 def limit_key(limit: Limit, arguments: dict[str, Any], user_id: int | None) -> str:
     """The key `limit` counts a call under: "tenant", the user's id, or the argument's value as
-    text ("" when the argument is absent; values longer than 200 characters by their SHA-256)."""
+    text ("" when the argument is absent; values longer than 200 characters by their SHA-256).
+    A text value is keyed folded (Unicode NFKC, surrounding whitespace dropped, case folded), so
+    " ACC-1", "acc-1" and the full-width "ＡＣＣ-1" share one cap: spellings a tool may treat as one
+    value never split it (folding only ever joins keys, which is stricter, never lenient)."""
     if limit.per == "tenant":
         return "tenant"
     if limit.per == "user":
@@ -156,9 +160,17 @@ def limit_key(limit: Limit, arguments: dict[str, Any], user_id: int | None) -> s
         text = ""
     elif isinstance(value, bool):
         text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = unicodedata.normalize("NFKC", value).strip().casefold()
     else:
         text = str(value)
     return text if len(text) <= 200 else "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _shown(limit: Limit, arguments: dict[str, Any], key: str) -> str:
+    """The key as the call spelt it, for messages (the ledger keeps it folded: limit_key)."""
+    value = arguments.get(limit.per) if limit.per not in ("user", "tenant") else None
+    return value[:200] if isinstance(value, str) else key
 
 
 def limit_amount(limit: Limit, arguments: dict[str, Any]) -> Decimal | None:
@@ -246,7 +258,8 @@ def limits_judge(*, tenant_id: int, user_id: int | None, tool_name: str, limits:
             over.append("sum")
         exceeded = "+".join(over)
         judged.append(LimitJudged(limit=limit, key=key, amount=amount, count=count, total=total, exceeded=exceeded,
-                                  message=_message(limit, key, count, total, amount, exceeded) if exceeded else "",
+                                  message=_message(limit, _shown(limit, arguments, key), count, total, amount,
+                                                   exceeded) if exceeded else "",
                                   own=own.get(limit.id)))
     return _verdict(tenant_id, tool_name, user_id, judged, locked=reserve, at=now)
 

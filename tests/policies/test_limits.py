@@ -108,7 +108,7 @@ def test_a_count_cap_denies_the_call_past_it_in_words_and_keys_by_the_argument(r
     assert denied.policy_rules == ["payouts-per-account"] and denied.status == "LIMIT_EXCEEDED"
     # another account is another key
     assert pay(requester, account="ACC-2").result.success
-    assert LimitUsage.objects.filter(limit_id="payouts-per-account", key="ACC-1").count() == 2
+    assert LimitUsage.objects.filter(limit_id="payouts-per-account", key="acc-1").count() == 2  # keys are folded (limit_key)
 
 
 def test_a_sum_cap_over_approval_raises_the_gate_to_the_limits_quorum_and_links_the_reservation(requester, payout):
@@ -124,7 +124,7 @@ def test_a_sum_cap_over_approval_raises_the_gate_to_the_limits_quorum_and_links_
     assert (request.policy, request.quorum, request.policy_version, request.policy_rules) == (
         "APPROVERS", 2, applied.version, ["payouts-per-account"])
     row = LimitUsage.objects.get(confirmation=request)
-    assert (row.amount, row.key, row.released) == (Decimal("120"), "ACC-1", False)
+    assert (row.amount, row.key, row.released) == (Decimal("120"), "acc-1", False)  # folded key
     # the pending request counts: a fourth small payout is over the cap too
     assert pay(requester, "10").pending is not None
     # a payout that fits under what remains runs (sum 240 + 60 = 300 is not over)
@@ -247,7 +247,7 @@ def test_a_full_refund_is_counted_with_its_filled_amount(requester):
 
     assert outcome.pending is not None and outcome.pending.quorum == 3
     row = LimitUsage.objects.get(limit_id="refunds-per-order")
-    assert (row.key, row.amount, str(row.confirmation_id)) == (REFUND_ORDER, remainder, str(outcome.pending.confirmation_id))
+    assert (row.key, row.amount, str(row.confirmation_id)) == (REFUND_ORDER.casefold(), remainder, str(outcome.pending.confirmation_id))
 
 
 # -- consume time ----------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_ten_concurrent_payouts_of_120_under_a_300_cap_at_most_two_run_without_a
     requests = ConfirmationRequest.objects.filter(tool_name="test_payout")
     assert {(r.policy, r.quorum, tuple(r.policy_rules)) for r in requests} == {
         ("APPROVERS", 2, ("payouts-per-account",))}
-    usage = LimitUsage.objects.filter(limit_id="payouts-per-account", key="ACC-1")
+    usage = LimitUsage.objects.filter(limit_id="payouts-per-account", key="acc-1")  # folded
     assert usage.count() == 10 and usage.filter(confirmation__isnull=True).count() == 2
 
 
