@@ -102,6 +102,64 @@ def _statements(text: str) -> list[tuple[int, str]]:
     return statements
 
 
+MAX_NESTING = 64  # brackets (and `if`) inside one another
+MAX_OPERATORS = 2000  # operators, calls and attribute accesses in one policy
+_OPERATOR = re.compile(r"&&|\|\||[-+*.!<>=]=?|\b(?:if|has|like|in|is)\b")
+_IF = re.compile(r"\bif\b")
+
+
+def _too_complex(text: str) -> dict[str, str] | None:
+    """The first place where `text` nests brackets deeper than MAX_NESTING, or one policy holds
+    more than MAX_OPERATORS operators or MAX_NESTING `if`s, read outside strings and comments;
+    None when it is within all three. Checked before Cedar reads the text: Cedar's parser,
+    validator and evaluator recurse, and some hundreds of nested brackets or `if`s (or thousands
+    of chained operators) overflow the native stack and kill the process, which no exception
+    handler can catch."""
+    depth, line, start_line, index, code = 0, 1, 1, 0, []
+    in_string = in_comment = False
+
+    def crowded() -> dict[str, str] | None:
+        chunk = "".join(code)
+        if len(_OPERATOR.findall(chunk)) > MAX_OPERATORS:
+            return {"where": f"cedar (line {start_line})", "message": f"a policy with more than {MAX_OPERATORS} "
+                                                                      "operators; split it"}
+        if len(_IF.findall(chunk)) > MAX_NESTING:
+            return {"where": f"cedar (line {start_line})", "message": f"a policy with more than {MAX_NESTING} `if`s"}
+        return None
+
+    while index < len(text):
+        char = text[index]
+        if char == "\n":
+            line += 1
+            in_comment = False
+        elif in_comment:
+            pass
+        elif in_string:
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif text.startswith("//", index):
+            in_comment = True
+        else:
+            code.append(char)
+            if char in "({[":
+                depth += 1
+                if depth > MAX_NESTING:
+                    return {"where": f"cedar (line {line})", "message": f"brackets nested deeper than {MAX_NESTING}"}
+            elif char in ")}]":
+                depth = max(depth - 1, 0)
+            elif char == ";" and depth == 0:
+                problem = crowded()
+                if problem:
+                    return problem
+                code, start_line = [], line
+        index += 1
+    return crowded()
+
+
 def _syntax_error(text: str, error: str) -> dict[str, str]:
     """Where a Cedar syntax error is: the first statement that does not parse on its own (its @id
     and line) or, failing that, the whole text."""
@@ -191,10 +249,15 @@ def compile_bundle(document: BundleDocument, catalog: dict[str, CatalogEntry], *
     """
     errors: list[dict[str, str]] = []
     text = document.cedar
+    complex_ = _too_complex(text)
+    if complex_ is not None:
+        raise BundleInvalid([complex_])
     try:
         parsed = json.loads(cedarpy.policies_to_json_str(text)) if text.strip() else {"staticPolicies": {}}
     except ValueError as exc:
         raise BundleInvalid([_syntax_error(text, str(exc))]) from None
+    except RecursionError:
+        raise BundleInvalid([{"where": "cedar", "message": "nested too deeply"}]) from None
     if parsed.get("templates"):
         errors.append({"where": "cedar", "message": "templates (?principal, ?resource) are not supported"})
     static: dict[str, Any] = parsed.get("staticPolicies") or {}
@@ -241,8 +304,27 @@ def _compiled(static: dict[str, Any], rules: dict[str, Rule], limits: list[Limit
         return cedarpy.PolicySet.from_json_str(json.dumps({"staticPolicies": chosen, "templates": {},
                                                             "templateLinks": []}))
 
-    return Compiled(version=version, rules=rules, enforced=policy_set(False), shadow=policy_set(True),
-                    limits=list(limits), nodes=dict(static))
+    try:
+        enforced, shadow = policy_set(False), policy_set(True)
+    except (ValueError, RecursionError):
+        raise BundleInvalid([_too_nested(static, rules)]) from None
+    return Compiled(version=version, rules=rules, enforced=enforced, shadow=shadow, limits=list(limits),
+                    nodes=dict(static))
+
+
+def _too_nested(static: dict[str, Any], rules: dict[str, Rule]) -> dict[str, str]:
+    """Where a policy set could not be built from Cedar's JSON form: the first policy that cannot be
+    on its own. Cedar reads that form with a nesting limit of 128, which a chain of some dozens of
+    `&&`, `||`, `+` or `.a` (each one level deeper) exceeds."""
+    for pid, node in static.items():
+        try:
+            cedarpy.PolicySet.from_json_str(json.dumps({"staticPolicies": {pid: node}, "templates": {},
+                                                        "templateLinks": []}))
+        except (ValueError, RecursionError):
+            return {"where": f"policy {rules[pid].id}", "message": (
+                "this policy nests too deeply for Cedar to store (a long chain of &&, ||, + or attribute "
+                "accesses); split it into several rules or use a set: [\"A1\", \"A2\"].contains(...)")}
+    return {"where": "cedar", "message": "the policies could not be compiled"}
 
 
 def compile_stored(*, version: int, cedar: str, limits: list[dict[str, Any]]) -> Compiled:
@@ -250,10 +332,15 @@ def compile_stored(*, version: int, cedar: str, limits: list[dict[str, Any]]) ->
     have changed since; a rule naming a tool that is gone simply never matches). Raises
     BundleInvalid only if the stored text no longer parses (it was altered around the service)."""
     document = BundleDocument.model_validate({"version": 1, "cedar": cedar, "limits": limits})
+    complex_ = _too_complex(cedar)
+    if complex_ is not None:
+        raise BundleInvalid([complex_])
     try:
         parsed = json.loads(cedarpy.policies_to_json_str(cedar)) if cedar.strip() else {"staticPolicies": {}}
     except ValueError as exc:
         raise BundleInvalid([{"where": "cedar", "message": f"stored bundle does not parse: {exc}"[:500]}]) from None
+    except RecursionError:
+        raise BundleInvalid([{"where": "cedar", "message": "stored bundle nests too deeply"}]) from None
     static = parsed.get("staticPolicies") or {}
     errors: list[dict[str, str]] = []
     rules = {pid: _rule(pid, node, errors) for pid, node in static.items()}

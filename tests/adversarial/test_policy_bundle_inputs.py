@@ -89,3 +89,45 @@ def test_ten_thousand_policies_are_refused_whatever_the_size_cap(requester, sett
                       for i in range(10_000))
     errors = _refused(requester.tenant_id, yaml.safe_dump({"version": 1, "cedar": cedar}))
     assert "at most 500" in str(errors)
+
+
+def _when(condition: str) -> str:
+    return yaml.safe_dump({"version": 1, "cedar": '@id("deep")\nforbid (principal, action == Action::"refund_order", '
+                                                  f'resource)\nwhen {{ {condition} }};\n'})
+
+
+@pytest.mark.parametrize("condition", [
+    "(" * 1000 + "true" + ")" * 1000,  # Cedar's parser overflowed the native stack: the process died (SIGSEGV)
+    "[" * 1000 + "1" + "]" * 1000 + " == []",
+    "{a:" * 1000 + "1" + "}" * 1000 + " == {}",
+    "if true then " * 5000 + "true" + " else false" * 5000,
+    " && ".join(["true"] * 20000),
+    "context" + ".a" * 20000 + " == 1",
+])
+def test_a_condition_nested_or_chained_past_what_cedar_survives_is_refused_before_cedar_reads_it(requester,
+                                                                                                 condition):
+    errors = _refused(requester.tenant_id, _when(condition))
+    assert errors[0]["where"].startswith("cedar (line") and ("nested" in errors[0]["message"]
+                                                            or "more than" in errors[0]["message"]), errors
+
+
+def test_a_stored_bundle_too_deep_is_refused_not_evaluated(requester):
+    from policies.compiler import compile_stored
+
+    with pytest.raises(BundleInvalid):
+        compile_stored(version=1, cedar='@id("d") forbid (principal, action, resource) when { ' + "(" * 1000
+                       + "true" + ")" * 1000 + " };", limits=[])
+
+
+def test_nesting_and_operators_within_the_caps_still_apply(requester):
+    condition = "(" * 60 + " && ".join(['context.arguments.amount.greaterThan(decimal("1.00"))'] * 20) + ")" * 60
+    assert apply(requester.tenant_id, _when(condition)).version == 1
+
+
+@pytest.mark.parametrize("chain", [150, 1500])
+def test_a_long_chain_cedar_cannot_store_is_refused_naming_the_rule_not_a_server_error(requester, chain):
+    # Cedar reads its JSON form with a nesting limit: a chain of 150 `||` once raised a bare ValueError.
+    errors = _refused(requester.tenant_id, _when(" || ".join(
+        [f'context.arguments.order_id == "A2026072900{i:02d}"' for i in range(chain)])))
+    where, message = errors[0]["where"], errors[0]["message"]
+    assert (where, "deep" in message) == ("policy deep", True) or (where.startswith("cedar") and "split" in message)
