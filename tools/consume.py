@@ -24,7 +24,7 @@ from tools.errors import ToolBusinessError
 from tools.execution import Flow, call_limits, execute, limits_gate
 from tools.idempotency import Outcome, idempotency_peek
 from tools.policy import EffectivePolicy
-from tools.propose import waiting
+from tools.propose import UNKNOWN, waiting
 from tools.registry import ToolSpec
 from tools.results import ToolResult
 from tools.selectors import tool_unavailable_reason
@@ -124,8 +124,9 @@ class Consumption(Flow):
         consumption.confirmation_record_outcome(
             request_id=self.confirmation_id,
             code=outcome.result.code if outcome.kind == "EXECUTED" else "IDEMPOTENT_HIT")
-        if self._limited and not (outcome.kind == "EXECUTED" and outcome.result.success):
-            limits_release(confirmation_id=self.confirmation_id)
+        if self._limited and not (outcome.kind == "EXECUTED" and (outcome.result.success
+                                                                  or outcome.result.code == UNKNOWN)):
+            limits_release(confirmation_id=self.confirmation_id)  # it may have run: OUTCOME_UNKNOWN stays counted
 
     def regated(self, call: ToolCall, regated: ConfirmationRegated) -> CallOutcome:
         """The policy became stricter after the decision: the request waits again, and so does the
@@ -148,7 +149,7 @@ class Consumption(Flow):
         to another call, and on a run this process lost."""
         if not self._hold_run():
             return
-        if self._limited:
+        if self._limited and not attempted:  # the tool was entered and raised: it may have run, still counted
             limits_release(confirmation_id=self.confirmation_id)
         if attempted:
             unconsumed.confirmation_spend_failed(request_id=self.confirmation_id, code=code, **self.audit.binding())

@@ -37,6 +37,8 @@ from tools.registry import ToolSpec
 from tools.results import ToolResult
 from tools.selectors import tool_available_to_tenant
 
+UNKNOWN = "OUTCOME_UNKNOWN"  # a result that may have run (a remote tool reached, no answer)
+
 
 class Proposal(Flow):
     """A call without a decision: refused checks are denials the model (or the caller) hears."""
@@ -168,8 +170,10 @@ class Proposal(Flow):
 
     def record_outcome(self, outcome: Outcome) -> None:
         """Note whether the tool really ran and succeeded (a failure, a conflict or an answer from
-        an earlier record is not a call its limits count)."""
-        self._ran = outcome.kind == "EXECUTED" and outcome.result.success
+        an earlier record is not a call its limits count). A call that may have run without an
+        answer (OUTCOME_UNKNOWN: a remote tool reached, no reply) stays counted: releasing it would
+        let the next call past the cap while the first may have moved the money."""
+        self._ran = outcome.kind == "EXECUTED" and (outcome.result.success or outcome.result.code == UNKNOWN)
 
     def _precheck(self, checked: CheckedCall) -> None:
         """The tool's read-only precheck before a human is asked: a call that cannot succeed is
