@@ -149,7 +149,7 @@ class Consumption(Flow):
         to another call, and on a run this process lost."""
         if not self._hold_run():
             return
-        if self._limited and not attempted:  # the tool was entered and raised: it may have run, still counted
+        if self._limited:
             limits_release(confirmation_id=self.confirmation_id)
         if attempted:
             unconsumed.confirmation_spend_failed(request_id=self.confirmation_id, code=code, **self.audit.binding())
