@@ -8,7 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from policies.catalog import CatalogEntry
-from tools.models import Tool
+from tools.models import TenantToolPolicy, Tool
+from tools.policy import RISK_ORDER, global_policy
 from tools.registry import ToolSpec, registry
 
 _ENTRIES: dict[tuple[str, type, tuple[str, ...], str], CatalogEntry] = {}
@@ -34,13 +35,18 @@ def catalog_entry(spec: ToolSpec, *, risk: str | None = None) -> CatalogEntry:
     return entry
 
 
-def catalog() -> dict[str, CatalogEntry]:
+def catalog(tenant_id: int | None = None) -> dict[str, CatalogEntry]:
     """Tool name -> CatalogEntry for every tool a bundle may name: each Tool row with a spec (tools
     in code and reviewed remote tools), enabled or not (a bundle may be written before a tool is
-    switched on). One query."""
+    switched on). Each entry's `risk` is the strictest of the registry's, the operator's global
+    override and (with `tenant_id`) the tenant's own override, so a tool raised to HIGH is
+    protected like one declared HIGH (a bundle loosening it needs a second person). Two queries."""
+    overrides = dict(TenantToolPolicy.objects.filter(tenant_id=tenant_id).exclude(risk_override="")
+                     .values_list("tool__name", "risk_override")) if tenant_id is not None else {}
     entries = {}
-    for name in Tool.objects.values_list("name", flat=True):
-        spec = registry.get(name)
+    for row in Tool.objects.all():
+        spec = registry.get(row.name)
         if spec is not None:
-            entries[name] = catalog_entry(spec)
+            risks = [spec.risk, global_policy(spec, row).risk, overrides.get(row.name) or spec.risk]
+            entries[row.name] = catalog_entry(spec, risk=max(risks, key=RISK_ORDER.index))
     return entries

@@ -114,6 +114,6 @@ def apply_change(change: PendingControlChange) -> None:
             policy.clean()
             policy.save()
     elif change.kind == Kind.POLICY_BUNDLE:
-        bundle_store_approved(change, tool_catalog())
+        bundle_store_approved(change, tool_catalog(change.tenant_id))
     else:  # pragma: no cover - every kind is handled above
         raise stale(f"unknown kind {change.kind}")

@@ -79,7 +79,7 @@ def policy_bundle_apply(*, tenant: Tenant, text: str | bytes, actor: Any, check:
     if actor is not None and not may_administer(actor, tenant.pk):
         raise ControlChangeForbidden("only an administrator of the tenant or a platform operator may apply its "
                                      "policy bundle / 仅租户管理员或平台运维可应用策略包")
-    catalog = tool_catalog()
+    catalog = tool_catalog(tenant.pk)
     second_person = actor is not None and admin_role(actor) != PLATFORM_OPERATOR
     with acting_as(actor), transaction.atomic():
         if not check:  # one apply per tenant at a time: the comparison holds until the new version is stored

@@ -105,6 +105,21 @@ def test_a_rule_on_every_tool_counts_and_a_low_tool_does_not(people):
     assert loosenings(_compiled(LOW_ONLY), _compiled(empty), catalog()) == []
 
 
+def test_a_tool_the_tenant_raised_to_high_is_protected_like_one_declared_high(acme_admin, acme_admin2):
+    """list_orders is LOW in the registry; acme raised it to HIGH, so removing acme's rule on it
+    loosens a HIGH tool in acme and waits for a second person (not so in a tenant that did not)."""
+    from tools.models import TenantToolPolicy
+
+    tenant = acme_admin.tenant
+    policy_bundle_apply(tenant=tenant, text=LOW_ONLY, actor=acme_admin)
+    TenantToolPolicy.objects.filter(tenant=tenant, tool__name="list_orders").update(risk_override="HIGH")
+    assert catalog(tenant.pk)["list_orders"].risk == "HIGH" and catalog()["list_orders"].risk == "LOW"
+    outcome = policy_bundle_apply(tenant=tenant, text="version: 1\n", actor=acme_admin)
+    assert (outcome.status, outcome.code) == ("pending", "POLICY_BUNDLE_LOOSENS")
+    assert outcome.change.new_state["loosens"] == ["rule listing-confirms (list_orders) removed"]
+    assert _versions(tenant.pk) == [1]
+
+
 # -- the service ----------------------------------------------------------------------------------
 
 def test_a_tightening_bundle_applies_at_once_and_is_audited(acme_admin):
