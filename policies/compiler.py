@@ -16,6 +16,7 @@ from typing import Any
 import cedarpy
 
 from policies.catalog import CatalogEntry, cedar_schema
+from policies.cedar_text import syntax_error, too_complex
 from policies.documents import RULE_ID, BundleDocument, Limit
 from policies.errors import BundleInvalid
 
@@ -23,7 +24,6 @@ ANNOTATIONS = {"id", "gate", "quorum", "reason", "mode", "description"}
 GATES = {"confirm", "approval"}
 MAX_POLICIES = 500
 BASELINE_ID = "baseline"
-_ID = re.compile(r'@id\(\s*"([^"\\]{1,100})"\s*\)')
 _QUORUM = re.compile(r"[1-9]")
 _BASELINE = {"effect": "permit", "principal": {"op": "All"}, "action": {"op": "All"}, "resource": {"op": "All"},
              "conditions": [], "annotations": {"id": BASELINE_ID}}
@@ -65,115 +65,6 @@ class Compiled:
 
     def limits_for(self, tool: str) -> list[Limit]:
         return [limit for limit in self.limits if limit.tool == tool]
-
-
-def _statements(text: str) -> list[tuple[int, str]]:
-    """Split Cedar text into its statements (each ending with a `;` outside strings, comments and
-    brackets): [(line of its first character, 1-based; text)]."""
-    statements, start, depth, index, line, start_line = [], 0, 0, 0, 1, 1
-    in_string = in_comment = False
-    while index < len(text):
-        char = text[index]
-        if char == "\n":
-            line += 1
-            in_comment = False
-        elif in_comment:
-            pass
-        elif in_string:
-            if char == "\\":
-                index += 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif text.startswith("//", index):
-            in_comment = True
-        elif char in "({[":
-            depth += 1
-        elif char in ")}]":
-            depth -= 1
-        elif char == ";" and depth <= 0:
-            statements.append((start_line, text[start:index + 1]))
-            start, depth = index + 1, 0
-            start_line = line
-        index += 1
-    if text[start:].strip():
-        statements.append((start_line, text[start:]))
-    return statements
-
-
-MAX_NESTING = 64  # brackets (and `if`) inside one another
-MAX_OPERATORS = 2000  # operators, calls and attribute accesses in one policy
-_OPERATOR = re.compile(r"&&|\|\||[-+*.!<>=]=?|\b(?:if|has|like|in|is)\b")
-_IF = re.compile(r"\bif\b")
-
-
-def _too_complex(text: str) -> dict[str, str] | None:
-    """The first place where `text` nests brackets deeper than MAX_NESTING, or one policy holds
-    more than MAX_OPERATORS operators or MAX_NESTING `if`s, read outside strings and comments;
-    None when it is within all three. Checked before Cedar reads the text: Cedar's parser,
-    validator and evaluator recurse, and some hundreds of nested brackets or `if`s (or thousands
-    of chained operators) overflow the native stack and kill the process, which no exception
-    handler can catch."""
-    depth, line, start_line, index, code = 0, 1, 1, 0, []
-    in_string = in_comment = False
-
-    def crowded() -> dict[str, str] | None:
-        chunk = "".join(code)
-        if len(_OPERATOR.findall(chunk)) > MAX_OPERATORS:
-            return {"where": f"cedar (line {start_line})", "message": f"a policy with more than {MAX_OPERATORS} "
-                                                                      "operators; split it"}
-        if len(_IF.findall(chunk)) > MAX_NESTING:
-            return {"where": f"cedar (line {start_line})", "message": f"a policy with more than {MAX_NESTING} `if`s"}
-        return None
-
-    while index < len(text):
-        char = text[index]
-        if char == "\n":
-            line += 1
-            in_comment = False
-        elif in_comment:
-            pass
-        elif in_string:
-            if char == "\\":
-                index += 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif text.startswith("//", index):
-            in_comment = True
-        else:
-            code.append(char)
-            if char in "({[":
-                depth += 1
-                if depth > MAX_NESTING:
-                    return {"where": f"cedar (line {line})", "message": f"brackets nested deeper than {MAX_NESTING}"}
-            elif char in ")}]":
-                depth = max(depth - 1, 0)
-            elif char == ";" and depth == 0:
-                problem = crowded()
-                if problem:
-                    return problem
-                code, start_line = [], line
-        index += 1
-    return crowded()
-
-
-def _syntax_error(text: str, error: str) -> dict[str, str]:
-    """Where a Cedar syntax error is: the first statement that does not parse on its own (its @id
-    and line) or, failing that, the whole text."""
-    for first, chunk in _statements(text):
-        try:
-            cedarpy.policies_to_json_str(chunk)
-        except ValueError as exc:
-            lines = chunk.split("\n")
-            skipped = next((i for i, text_line in enumerate(lines)
-                            if text_line.strip() and not text_line.strip().startswith("//")), 0)
-            named = _ID.search(chunk)
-            where = f"policy {named.group(1)}" if named else "cedar"
-            return {"where": f"{where} (line {first + skipped} of cedar)", "message": f"Cedar syntax error: {exc}"[:1000]}
-    return {"where": "cedar", "message": f"Cedar syntax error: {error}"[:1000]}
 
 
 def _actions(node: dict[str, Any]) -> frozenset[str]:
@@ -249,13 +140,13 @@ def compile_bundle(document: BundleDocument, catalog: dict[str, CatalogEntry], *
     """
     errors: list[dict[str, str]] = []
     text = document.cedar
-    complex_ = _too_complex(text)
+    complex_ = too_complex(text)
     if complex_ is not None:
         raise BundleInvalid([complex_])
     try:
         parsed = json.loads(cedarpy.policies_to_json_str(text)) if text.strip() else {"staticPolicies": {}}
     except ValueError as exc:
-        raise BundleInvalid([_syntax_error(text, str(exc))]) from None
+        raise BundleInvalid([syntax_error(text, str(exc))]) from None
     except RecursionError:
         raise BundleInvalid([{"where": "cedar", "message": "nested too deeply"}]) from None
     if parsed.get("templates"):
@@ -332,7 +223,7 @@ def compile_stored(*, version: int, cedar: str, limits: list[dict[str, Any]]) ->
     have changed since; a rule naming a tool that is gone simply never matches). Raises
     BundleInvalid only if the stored text no longer parses (it was altered around the service)."""
     document = BundleDocument.model_validate({"version": 1, "cedar": cedar, "limits": limits})
-    complex_ = _too_complex(cedar)
+    complex_ = too_complex(cedar)
     if complex_ is not None:
         raise BundleInvalid([complex_])
     try:

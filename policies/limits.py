@@ -39,6 +39,7 @@ from approvals.models import ConfirmationRequest
 from core import clock
 from policies.documents import Limit
 from policies.engine import Shadowed
+from policies.limit_words import limit_message
 from policies.models import LimitUsage
 
 Status = ConfirmationRequest.Status
@@ -108,41 +109,6 @@ class LimitsVerdict:
                 "quorum": self.quorum if self.gate else None, "rules": list(self.rules),
                 "shadow": [{"rule_id": s.rule_id, "would": s.would, "quorum": s.quorum} for s in self.shadow],
                 "limits": [j.public() for j in self.judged]}
-
-
-def _window_words(seconds: int) -> tuple[str, str]:
-    for unit, zh, size in (("day", "天", 86400), ("hour", "小时", 3600), ("minute", "分钟", 60)):
-        if seconds % size == 0:
-            n = seconds // size
-            return f"{n} {unit}{'s' if n != 1 else ''}", f"{n} {zh}"
-    return f"{seconds} seconds", f"{seconds} 秒"
-
-
-def _per_words(limit: Limit, key: str) -> tuple[str, str]:
-    if limit.per == "tenant":
-        return "for the whole tenant", "整个租户"
-    if limit.per == "user":
-        return "per requester", "每位申请人"
-    return f"per {limit.per} ({key})", f"每个 {limit.per}（{key}）"
-
-
-def _message(limit: Limit, key: str, count: int, total: Decimal, amount: Decimal | None, exceeded: str) -> str:
-    window, window_zh = _window_words(limit.window_seconds)
-    per, per_zh = _per_words(limit, key)
-    en, zh = [], []
-    if "count" in exceeded:
-        en.append(f"at most {limit.max_count} call(s) of {limit.tool} {per} within {window}; "
-                  f"{count} already counted")
-        zh.append(f"{per_zh}在 {window_zh} 内最多调用 {limit.tool} {limit.max_count} 次，已计 {count} 次")
-    if "sum" in exceeded and limit.max_sum is not None:
-        arg, cap = limit.max_sum.argument, limit.max_sum.value
-        en.append(f"at most {cap} of {arg} {per} within {window}; {total} already counted, this call adds "
-                  f"{amount or _ZERO}")
-        zh.append(f"{per_zh}在 {window_zh} 内 {arg} 合计不超过 {cap}，已计 {total}，本次 {amount or _ZERO}")
-    text = f"limit {limit.id}: {'; '.join(en)} / 限额 {limit.id}：{'；'.join(zh)}"
-    if limit.reason:
-        text = f"{limit.reason} ({text})"
-    return text[:1000]
 
 
 def limit_key(limit: Limit, arguments: dict[str, Any], user_id: int | None) -> str:
@@ -258,7 +224,7 @@ def limits_judge(*, tenant_id: int, user_id: int | None, tool_name: str, limits:
             over.append("sum")
         exceeded = "+".join(over)
         judged.append(LimitJudged(limit=limit, key=key, amount=amount, count=count, total=total, exceeded=exceeded,
-                                  message=_message(limit, _shown(limit, arguments, key), count, total, amount,
+                                  message=limit_message(limit, _shown(limit, arguments, key), count, total, amount,
                                                    exceeded) if exceeded else "",
                                   own=own.get(limit.id)))
     return _verdict(tenant_id, tool_name, user_id, judged, locked=reserve, at=now)

@@ -14,7 +14,7 @@ from audit.models import AuditEvent
 from policies.models import LimitUsage, ShadowVerdict
 from tests.policies.support import EXAMPLE, apply, call
 from tests.tools.support import REFUND_ORDER
-from tools.admin.policy_try import TryInvalid, limits_dry_run, try_call
+from tools.trial import TryInvalid, limits_dry_run, try_call
 from tools.gate import Gate
 
 pytestmark = pytest.mark.django_db
