@@ -169,6 +169,12 @@ def _axe(person, label: str) -> list[str]:
     """axe-core's serious and critical violations on the person's current page, as lines."""
     from axe_playwright_python.sync_playwright import Axe
 
+    # A transition in flight (a button fading in as it is enabled) would be measured half-drawn.
+    # (Polled from here: the page's CSP refuses the eval a wait_for_function predicate needs.)
+    for _ in range(50):
+        if person.page.evaluate("() => document.getAnimations().every(a => a.playState !== 'running')"):
+            break
+        person.page.wait_for_timeout(50)
     results = Axe().run(person.page)
     found = []
     for violation in results.response["violations"]:
