@@ -50,8 +50,7 @@ def _write(
     duration_ms: float | None = None,
     message: str = "",
     execution: dict[str, Any] | None = None,
-    policy_version: int | None = None,
-    policy_rules: list[str] | tuple[str, ...] | None = None,
+    policy_version: int | None = None, policy_rules: list[str] | tuple[str, ...] | None = None,
 ) -> AuditEvent:
     """Append one AuditEvent and count it in the metrics; return the stored event.
 
@@ -60,9 +59,8 @@ def _write(
     string in it and `message` go through core.redaction.text once more (free text: cards, ids,
     phones, tokens); a raw token must never be passed in any field. `execution`: on the rows of an
     execution, which process ran it under which run lease ({"holder": "host:pid", "lease": ISO 8601
-    or None}, see AuditEvent.execution). `policy_version` / `policy_rules`: the tenant's policy
-    bundle version and the ids of the rules and limits that set the call's gate (None / empty:
-    none). Raises DatabaseError if the write fails.
+    or None}, see AuditEvent.execution). `policy_version` / `policy_rules`: the bundle version and
+    the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError on failure.
     The row is written by `audit.chain.insert_chained` (on PostgreSQL one statement that also
     advances the tenant's hash chain, no ORM compile: it is on every governed call).
     """
@@ -88,8 +86,7 @@ def _write(
         duration_ms=duration_ms,
         message=mask_text(message)[:500],
         execution=execution,
-        policy_version=policy_version,
-        policy_rules=list(policy_rules) if policy_rules else None,
+        policy_version=policy_version, policy_rules=list(policy_rules) if policy_rules else None,
     )
     event.occurred_at = timezone.now()  # what auto_now_add would set
     event.chain_seq, event.prev_hash, event.row_hash = insert_chained(
@@ -204,8 +201,7 @@ def _request_event(decision: str, request: DecidedRequest, *, actor_id: int | No
         confirmation_id=request.id,
         message=message,
         # Read only when loaded (a request read with .only() does not cost a query here).
-        policy_version=vars(request).get("policy_version"),
-        policy_rules=vars(request).get("policy_rules"),
+        policy_version=vars(request).get("policy_version"), policy_rules=vars(request).get("policy_rules"),
     )
 
 

@@ -4,17 +4,17 @@ overflow the native stack and kill the process rather than raise (docs/policy.md
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import cedarpy
 
 _ID = re.compile(r'@id\(\s*"([^"\\]{1,100})"\s*\)')
 
 
-def _statements(text: str) -> list[tuple[int, str]]:
-    """Split Cedar text into its statements (each ending with a `;` outside strings, comments and
-    brackets): [(line of its first character, 1-based; text)]."""
-    statements, start, depth, index, line, start_line = [], 0, 0, 0, 1, 1
-    in_string = in_comment = False
+def _code(text: str) -> Iterator[tuple[int, str, int]]:
+    """The characters of Cedar `text` outside strings and `//` comments: (index, character, line
+    number, 1-based). Newlines are counted, not yielded."""
+    index, line, in_string, in_comment = 0, 1, False, False
     while index < len(text):
         char = text[index]
         if char == "\n":
@@ -31,7 +31,17 @@ def _statements(text: str) -> list[tuple[int, str]]:
             in_string = True
         elif text.startswith("//", index):
             in_comment = True
-        elif char in "({[":
+        else:
+            yield index, char, line
+        index += 1
+
+
+def _statements(text: str) -> list[tuple[int, str]]:
+    """Split Cedar text into its statements (each ending with a `;` outside strings, comments and
+    brackets): [(line of its first character, 1-based; text)]."""
+    statements, start, depth, start_line = [], 0, 0, 1
+    for index, char, line in _code(text):
+        if char in "({[":
             depth += 1
         elif char in ")}]":
             depth -= 1
@@ -39,7 +49,6 @@ def _statements(text: str) -> list[tuple[int, str]]:
             statements.append((start_line, text[start:index + 1]))
             start, depth = index + 1, 0
             start_line = line
-        index += 1
     if text[start:].strip():
         statements.append((start_line, text[start:]))
     return statements
@@ -58,8 +67,7 @@ def too_complex(text: str) -> dict[str, str] | None:
     validator and evaluator recurse, and some hundreds of nested brackets or `if`s (or thousands
     of chained operators) overflow the native stack and kill the process, which no exception
     handler can catch."""
-    depth, line, start_line, index, code = 0, 1, 1, 0, []
-    in_string = in_comment = False
+    depth, start_line, code = 0, 1, []
 
     def crowded() -> dict[str, str] | None:
         chunk = "".join(code)
@@ -70,36 +78,19 @@ def too_complex(text: str) -> dict[str, str] | None:
             return {"where": f"cedar (line {start_line})", "message": f"a policy with more than {MAX_NESTING} `if`s"}
         return None
 
-    while index < len(text):
-        char = text[index]
-        if char == "\n":
-            line += 1
-            in_comment = False
-        elif in_comment:
-            pass
-        elif in_string:
-            if char == "\\":
-                index += 1
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif text.startswith("//", index):
-            in_comment = True
-        else:
-            code.append(char)
-            if char in "({[":
-                depth += 1
-                if depth > MAX_NESTING:
-                    return {"where": f"cedar (line {line})", "message": f"brackets nested deeper than {MAX_NESTING}"}
-            elif char in ")}]":
-                depth = max(depth - 1, 0)
-            elif char == ";" and depth == 0:
-                problem = crowded()
-                if problem:
-                    return problem
-                code, start_line = [], line
-        index += 1
+    for _, char, line in _code(text):
+        code.append(char)
+        if char in "({[":
+            depth += 1
+            if depth > MAX_NESTING:
+                return {"where": f"cedar (line {line})", "message": f"brackets nested deeper than {MAX_NESTING}"}
+        elif char in ")}]":
+            depth = max(depth - 1, 0)
+        elif char == ";" and depth == 0:
+            problem = crowded()
+            if problem:
+                return problem
+            code, start_line = [], line
     return crowded()
 
 

@@ -2,6 +2,8 @@
 (never a server error, never half applied) and the version in force stays."""
 from __future__ import annotations
 
+import os
+
 import textwrap
 
 import pytest
@@ -80,7 +82,9 @@ def test_a_duplicate_mode_annotation_cannot_pick_shadow_behind_enforce(requester
     "version: 1\ncedar: |\n  @id(\"x\") permit (principal, action, resource) when { context.risk == \"" + "x" * 300_000 + "\" };\n",
 ])
 def test_hostile_yaml_is_refused(requester, text):
-    _refused(requester.tenant_id, text)
+    errors = _refused(requester.tenant_id, text)
+    assert errors and all(e["where"] and e["message"] for e in errors), errors
+    assert not os.path.exists("/tmp/pwned-by-bundle")  # no YAML tag ever ran code
 
 
 def test_ten_thousand_policies_are_refused_whatever_the_size_cap(requester, settings):
