@@ -186,3 +186,37 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.approver_id} {self.decision} {self.request_id}"
+
+
+class RequestClaim(models.Model):
+    """An approver's reservation of a request for a few minutes (`expires_at`): others see who is
+    looking; it never blocks anyone's decision. At most one per request; a claim past
+    `expires_at` counts as released. Deleted when the request is decided."""
+
+    request = models.OneToOneField(ConfirmationRequest, on_delete=models.CASCADE, primary_key=True,
+                                   related_name="claim")
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    claimed_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.user_id} claims {self.request_id} until {self.expires_at:%H:%M:%S}"
+
+
+class RequestView(models.Model):
+    """An approver opened a request's facts (one row per opening; `viewed_at` UTC). Read by the
+    approval quality report: a decision with no view before it was made without the facts."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    request = models.ForeignKey(ConfirmationRequest, on_delete=models.CASCADE, related_name="views")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    viewed_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["request", "user", "viewed_at"]),
+                   models.Index(fields=["tenant", "viewed_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} viewed {self.request_id} at {self.viewed_at:%Y-%m-%d %H:%M:%S}"

@@ -49,3 +49,16 @@ def can_administer_user(actor: Any, user: Any) -> bool:
     if role == TENANT_ADMINISTRATOR:
         return user.tenant_id == actor.tenant_id and not user.is_superuser
     return False
+
+
+AUDITOR_PERMISSION = "audit.export_auditevent"
+
+
+def is_auditor(user: Any) -> bool:
+    """An auditor reads (never changes) their tenant's audit trail, exports and verifies it, and
+    follows its ids to the request, run and conversation: an active member of one tenant holding
+    AUDITOR_PERMISSION (a user or group grant). The demo's `<tenant>-auditor` is one, through the
+    `<tenant>-auditors` group."""
+    if not getattr(user, "is_active", False) or not getattr(user, "is_authenticated", False):
+        return False
+    return getattr(user, "tenant_id", None) is not None and user.has_perm(AUDITOR_PERMISSION)
