@@ -67,6 +67,7 @@ def _build(row: Any) -> ToolSpec | None:
     remote = RemoteCall(server_id=row.server_id, remote_name=reviewed["name"], reviewed_hash=row.reviewed_hash)
     return ToolSpec(
         name=row.tool.name, description=reviewed["description"] or reviewed["name"], parameters=parameters,
+        title=str(reviewed.get("title") or ""),
         execute=_not_directly, risk="HIGH", owner=row.tool.owner, version=row.tool.version,
         source=row.server.source, remote=remote, result_converter=convert_result,
     )

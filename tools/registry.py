@@ -78,6 +78,8 @@ class ToolSpec:
     refundable remainder), so omitting an argument never slips a call under a rule
     (docs/policy.md). policy_fills: the names it always fills; the Cedar schema declares them
     required.
+    title: what people read instead of the wire name, bilingual ("Refund an order / 订单退款");
+    empty: derived from the name (tools.display.tool_label).
     owner / version: who answers for the tool and its version (shown in the
     admin and the API, recorded in every audit row). source: "local" or "mcp:<server>". remote: for
     a tool served by an MCP server, the object that calls it (mcp_sources.remote.RemoteCall): the
@@ -110,6 +112,7 @@ class ToolSpec:
     policy_fills: tuple[str, ...] = ()
     editable: Mapping[str, EditRule] = field(default_factory=dict)
     currency: Callable[[ToolContext, Any], str | None] | None = None
+    title: str = ""
     owner: str = ""
     version: str = ""
     source: str = "local"

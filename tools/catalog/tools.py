@@ -62,6 +62,7 @@ def _inventory_converter(data: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="query_inventory",
+    title="Check stock / 查询库存",
     owner="Warehouse team <warehouse-team@example.com>",
     version="1.0.0",
     description=("Look up the real-time stock of a product SKU in the company's warehouses. Use it when the user "
@@ -100,6 +101,7 @@ def _orders_converter(data: dict[str, Any]) -> dict[str, Any]:
 
 @tool(
     name="list_orders",
+    title="List orders / 查询订单",
     owner="Order operations <orders-team@example.com>",
     version="1.0.0",
     description="List the company's orders, newest first, 20 per page; pass next_cursor to get the next page.",
@@ -131,6 +133,7 @@ def _validate_cancel(params: CancelOrder) -> None:
 
 @tool(
     name="cancel_order",
+    title="Cancel an order / 取消订单",
     owner="Order operations <orders-team@example.com>",
     version="1.0.0",
     description=("Cancel one order that has not shipped yet. It changes the real order and needs the user's "
@@ -209,6 +212,7 @@ def _describe_refund(params: RefundOrder, facts: dict[str, Any]) -> str:
 
 @tool(
     name="refund_order",
+    title="Refund an order / 订单退款",
     owner="Payments team <payments-team@example.com>",
     version="1.0.0",
     description=("Refund an order in full or in part. Money leaves the company: two approvers must approve "
