@@ -123,6 +123,7 @@ def _edit(*, actor, request_id: uuid.UUID, arguments: Any, base_arguments_hash: 
                    message=(f"{actor.get_username()} edited the arguments: {describe_changes(changes)}"[:600]
                             + f" (arguments hash {old_hash} -> {binding.arguments_hash}){said}"))
     # No confirmation here: the edit is its author's approval, never enough alone (quorum_reached).
+    signals.send_revised(request, editor_id=actor.pk)
     return request
 
 
@@ -165,6 +166,7 @@ def _respond(*, actor, request_id: uuid.UUID, guidance: str) -> ConfirmationRequ
         "outcome_code": request.outcome_code, "token_hash": None})
     events.request_responded(request, actor_id=actor.pk, message=guidance[:500])
     signals.send_settled(request)
+    signals.send_ended(request, ending=signals.DECIDED, actor_id=actor.pk)
     return request
 
 

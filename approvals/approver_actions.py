@@ -113,6 +113,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
                                                                       message=comment[:200])
     if request.status != Status.PENDING:
         signals.send_settled(request)
+        signals.send_ended(request, ending=signals.DECIDED, actor_id=actor.pk)
     return request
 
 

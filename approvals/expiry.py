@@ -45,6 +45,7 @@ def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: i
         request.status = Status.EXPIRED
         events.request_expired(request, actor_id=None)
         signals.send_settled(request)
+        signals.send_ended(request, ending=signals.EXPIRED)
         expired.append(request.pk)
     return expired
 

@@ -88,8 +88,8 @@ def confirmation_create(
         policy_version=policy_version,
         policy_rules=list(policy_rules) or None,
     ))
-    confirmations_supersede(request=request)
-    signals.send_approvers_needed(request)
+    replaced = confirmations_supersede(request=request)
+    signals.send_approvers_needed(request, replaces=replaced)
     return request, raw_token
 
 
@@ -128,5 +128,6 @@ def confirmations_supersede(*, request: ConfirmationRequest) -> list[uuid.UUID]:
         events.request_cancelled(old, actor_id=None, status="SUPERSEDED",
                        message=f"superseded by request {request.pk}")
         signals.send_settled(old)
+        signals.send_ended(old, ending=signals.SUPERSEDED, replaced_by=request.pk)
         superseded.append(old.pk)
     return superseded

@@ -135,6 +135,7 @@ def _withdraw(*, actor, request_id: uuid.UUID, reason: str) -> ConfirmationReque
         "outcome_code": "WITHDRAWN", "token_hash": None})  # the token is void from now on
     events.request_withdrawn(request, actor_id=actor.pk, message=reason)
     signals.send_settled(request)
+    signals.send_ended(request, ending=signals.WITHDRAWN, actor_id=actor.pk)
     return request
 
 

@@ -47,7 +47,7 @@ def confirmation_regate(*, request_id: uuid.UUID, regate: Regate) -> Confirmatio
     request = ConfirmationRequest.objects.get(pk=request_id)
     events.request_regated(request, actor_id=None, status="REGATED",
                    message=regate.told())
-    signals.send_approvers_needed(request)
+    signals.send_approvers_needed(request, again=True)
     return request
 
 

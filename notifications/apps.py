@@ -11,8 +11,10 @@ class NotificationsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top: the receivers import models, which load only once the app
         # registry is ready.
-        from approvals.signals import approvers_needed, confirmation_settled
+        from approvals.signals import approvers_needed, confirmation_settled, request_ended, request_revised
         from notifications import receivers
 
         approvers_needed.connect(receivers.on_approvers_needed, dispatch_uid="notifications.approvers_needed")
         confirmation_settled.connect(receivers.on_settled, dispatch_uid="notifications.settled")
+        request_revised.connect(receivers.on_revised, dispatch_uid="notifications.revised")
+        request_ended.connect(receivers.on_ended, dispatch_uid="notifications.ended")

@@ -19,6 +19,7 @@ from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
@@ -126,7 +127,10 @@ def deliver_webhook(self, endpoint_id: int, message_id: str, event: str, confirm
             return row.outcome
         if not self.request.is_eager:
             raise self.retry(countdown=retry_in)  # a worker takes the next attempt after the countdown
-        # Eagerly (no broker: the delivery thread of the web process) nobody else would wait the
-        # backoff, so this attempt waits it and tries again itself.
+        # Eagerly (no broker: a notification thread of the web process) nobody else would wait the
+        # backoff, so this attempt waits it and tries again itself, without holding a database
+        # connection meanwhile (the next attempt's query takes one again).
+        if not connection.in_atomic_block:
+            connection.close()
         _wait(retry_in)
         retries += 1

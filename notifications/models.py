@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from notifications.signing import new_secret
@@ -66,3 +67,50 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} #{self.attempt} {self.outcome}"
+
+
+class Notice(models.Model):
+    """One notice about one request to one person (an email) or one endpoint (a webhook): the record
+    that it was sent, written *before* sending, unique per (request, recipient, kind, revision).
+    A second signal, a retried task or a concurrent sender finds the row and sends nothing
+    (`notifications.ledger.claim`): one email per approver per request and kind.
+
+    Kinds: REQUESTED (asked to decide), REGATED (asked again: the request waits again under a
+    stricter policy), REVISED (an approver edited it: decide the new revision), RETRACTED (no
+    longer needs your decision), DECIDED (the requester told the outcome). `revision`: the
+    request's revision the notice is about. `sent_at` is empty while sending, or when it failed
+    (`error`): such a notice is not sent again (at most once, as the tasks are not acks_late).
+    """
+
+    class Kind(models.TextChoices):
+        REQUESTED = "REQUESTED"
+        REGATED = "REGATED"
+        REVISED = "REVISED"
+        RETRACTED = "RETRACTED"
+        DECIDED = "DECIDED"
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.CASCADE, related_name="+")
+    request = models.ForeignKey("approvals.ConfirmationRequest", on_delete=models.CASCADE, related_name="+")
+    recipient = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.CASCADE, related_name="+")
+    endpoint = models.ForeignKey(WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    revision = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "recipient", "kind", "revision"],
+                                    condition=models.Q(recipient__isnull=False), name="one_notice_per_person"),
+            models.UniqueConstraint(fields=["request", "endpoint", "kind", "revision"],
+                                    condition=models.Q(endpoint__isnull=False), name="one_notice_per_endpoint"),
+            models.CheckConstraint(condition=models.Q(recipient__isnull=True) ^ models.Q(endpoint__isnull=True),
+                                   name="notice_to_a_person_or_an_endpoint"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} r{self.revision} of {self.request_id}"

@@ -22,6 +22,10 @@ def _to(messages) -> list[str]:
     return sorted(address for m in messages for address in m.to)
 
 
+def _for(address: str) -> list:
+    return [m for m in mail.outbox if m.to == [address]]
+
+
 def test_the_approvers_who_may_decide_are_emailed_and_nobody_else(people, make_refund, requester):
     # given every persona of both tenants has an email address (the demo seed)
     assert all(u.email for tenant in people.values() for u in tenant.values())
@@ -44,8 +48,13 @@ def test_the_email_carries_the_approval_context(settings, make_refund):
 
     body = mail.outbox[0].body
     assert f"Decide here / 去审批: https://approvals.example.com/approvals/{request.pk}/" in body
-    assert "Requested by: acme-requester" in body
-    assert "Risk: CRITICAL  Approvals: 0 / 2" in body
+    assert "Requested by / 申请人: acme-requester" in body
+    assert "Tool / 工具: Refund an order / 订单退款" in body  # the tool's title, never its wire name
+    assert "Risk / 风险: Critical / 极高" in body
+    assert "Approvals / 批准: 0 of 2" in body
+    assert "refund_order" not in body and "CRITICAL" not in body
+    # no identifier in the words, only in the link
+    assert str(request.pk) not in body.replace(f"/approvals/{request.pk}/", "")
     facts = request.approval_context["facts"]
     assert facts  # the refund tool declares facts (docs/approvals.md)
     assert "Order total / 订单金额: " + facts["order_total"]["display"] in body
@@ -71,7 +80,10 @@ def test_people_who_lost_the_grant_or_left_are_not_emailed_and_a_direct_grant_co
     approver1.email = ""  # no address: skipped, not an error
     approver1.save()
     make_refund(text="Refund A202607290003 amount 20 because a part is missing")
-    assert mail.outbox == []
+    # nobody is not asked to decide the new request; they only read that the one they were
+    # asked about (replaced by it) no longer needs them
+    assert [(m.to, m.subject.split(":")[0]) for m in mail.outbox] == [
+        (["acme-nobody@example.com"], "[agentplatform] No longer needs your decision / 无需再审批")]
 
 
 def test_a_requester_confirmed_call_emails_no_approver(requester, django_capture_on_commit_callbacks):
@@ -94,9 +106,9 @@ def test_the_requester_is_emailed_when_the_approvers_decide(make_refund, approve
         approver_actions.confirmation_approve(request_id=request.pk, approver=approver2)
     assert _to(mail.outbox) == ["acme-requester@example.com"]
     message = mail.outbox[0]
-    assert "Your request was" in message.subject
-    assert "approved" in message.body and "Approvals: 2 / 2" in message.body
-    assert "Decided by: acme-approver2" in message.body
+    assert "Your request / 您的请求: approved / 已批准 \u2014 " + request.summary in message.subject
+    assert "Result / 结果: approved" in message.body and "Approvals / 批准: 2 of 2" in message.body
+    assert "Decided by / 决定人: acme-approver2" in message.body
     assert "/chat/?c=" + str(request.conversation_id) in message.body
 
 
@@ -108,11 +120,11 @@ def test_the_requester_is_told_the_reason_of_a_rejection(make_refund, approver1,
         approver_actions.confirmation_reject(request_id=request.pk, approver=approver1,
                                       reason="no photo of the damage; card 4111 1111 1111 1111")
 
-    assert _to(mail.outbox) == ["acme-requester@example.com"]
-    body = mail.outbox[0].body
-    assert "Result: rejected; nothing was done" in body
-    assert "Decided by: acme-approver1" in body
-    assert "Reason: no photo of the damage; card 4111****1111" in body  # masked on the way out
+    [told] = _for("acme-requester@example.com")
+    body = told.body
+    assert "Result / 结果: rejected; nothing was done" in body
+    assert "Decided by / 决定人: acme-approver1" in body
+    assert "Reason / 原因: no photo of the damage; card 4111****1111" in body  # masked on the way out
     assert "4111 1111 1111 1111" not in body
 
 
@@ -124,8 +136,8 @@ def test_the_requester_is_told_when_nobody_decided_in_time(make_refund, django_c
     with django_capture_on_commit_callbacks(execute=True):
         assert expiry.confirmations_expire() == [request.pk]
 
-    assert _to(mail.outbox) == ["acme-requester@example.com"]
-    assert "expired before anyone decided" in mail.outbox[0].body
+    [told] = _for("acme-requester@example.com")
+    assert "expired before anyone decided" in told.body
 
 
 def test_no_token_reaches_an_email(requester, make_refund, approver1, approver2, django_capture_on_commit_callbacks):
@@ -140,7 +152,8 @@ def test_no_token_reaches_an_email(requester, make_refund, approver1, approver2,
     with django_capture_on_commit_callbacks(execute=True):
         approver_actions.confirmation_reject(request_id=request.pk, approver=approver1, reason=f"token {token} pasted")
 
-    assert len(mail.outbox) == 3  # two approvers, then the requester
+    # two approvers, the requester, and the retraction to the approver who did not decide
+    assert len(mail.outbox) == 4
     for message in mail.outbox:
         assert token not in message.subject + message.body
         assert not re.search(r"\bct_[A-Za-z0-9_\-]{16,}", message.body)
@@ -185,4 +198,4 @@ def test_the_requesters_email_counts_approvals_as_the_quorum_does(make_refund, a
                                        arguments_hash=ConfirmationRequest.objects.get(pk=request.pk).arguments_hash)
 
     decided = [m for m in mail.outbox if "acme-requester@example.com" in m.to]
-    assert decided and "Approvals: 2 / 2" in decided[0].body, [m.body for m in decided]
+    assert decided and "Approvals / 批准: 2 of 2" in decided[0].body, [m.body for m in decided]
