@@ -7,6 +7,10 @@ marks a dead worker in prometheus-client's multiprocess directory, `on_starting`
 worker recycling (max_requests) and graceful timeouts are long proven. Everything below can be
 overridden by the environment (WEB_BIND, WEB_CONCURRENCY, WEB_TIMEOUT, ...) or the command line.
 
+Links in emails and webhook bodies start with PLATFORM_BASE_URL. When it is not set, `on_starting`
+sets it from the first address the server binds (after the command line's --bind), before any
+worker starts, so `make serve PORT=8765` sends links to port 8765, not 8000 (`base_url_for_bind`).
+
 The app is not preloaded: each worker imports agentplatform.asgi itself, so each worker runs
 its own web sweeper thread (agentplatform/runtime/settle.py) and its own event listener.
 """
@@ -39,8 +43,43 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
                       os.path.join(tempfile.gettempdir(), f"agentplatform-prometheus-{os.getuid()}"))
 
 
+def base_url_for_bind(address: str, *, https: bool = False) -> str | None:
+    """The base URL people reach a server bound to `address` at: "127.0.0.1:8765" ->
+    "http://127.0.0.1:8765", "[::1]:9000" -> "http://[::1]:9000"; a wildcard host (0.0.0.0, ::)
+    stands for this machine, reached here as 127.0.0.1 (set PLATFORM_BASE_URL to the public
+    address); no port means gunicorn's 8000. None for a unix socket or a file descriptor."""
+    address = str(address).strip()
+    if not address or address.startswith(("unix:", "fd://")):
+        return None
+    if address.startswith("["):  # [v6]:port
+        host, _, port = address[1:].partition("]")
+        port = port.lstrip(":")
+    elif address.count(":") > 1:  # a bare IPv6 address, no port
+        host, port = address, ""
+    else:
+        host, _, port = address.partition(":")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if https else 'http'}://{shown}:{port or '8000'}"
+
+
+def _set_base_url(server) -> None:
+    """Set PLATFORM_BASE_URL from the bound address unless the environment sets it (workers
+    inherit the environment of the master, which runs this before forking them)."""
+    if os.environ.get("PLATFORM_BASE_URL"):
+        return
+    addresses = list(server.cfg.bind or [])
+    url = base_url_for_bind(addresses[0], https=bool(server.cfg.certfile)) if addresses else None
+    if url:
+        os.environ["PLATFORM_BASE_URL"] = url
+        server.log.info("links in notifications start with %s (PLATFORM_BASE_URL)", url)
+
+
 def on_starting(server):
-    """A fresh metrics directory per server start (stale files would add old processes' counts)."""
+    """A fresh metrics directory per server start (stale files would add old processes' counts),
+    and the base URL of links derived from the bound address."""
+    _set_base_url(server)
     path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     if os.environ.get("PROMETHEUS_MULTIPROC_CLEAR", "1") != "0":  # 0: shared with Celery (compose.yaml)
         shutil.rmtree(path, ignore_errors=True)
