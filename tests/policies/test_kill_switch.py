@@ -203,7 +203,7 @@ def test_the_requester_of_a_cancelled_approval_is_told_why_by_email(requester, a
         kill_switch_engage(tool_name="refund_order", actor=acme_admin, reason="payment provider incident")
     assert [m.to for m in mail.outbox] == [[requester.email]]
     body = mail.outbox[0].body
-    assert "Result: cancelled; nothing was done" in body and "Reason: payment provider incident" in body
+    assert "Result / 结果: cancelled; nothing was done" in body and "Reason / 原因: payment provider incident" in body
 
 
 def test_a_secret_pasted_into_the_reason_is_masked_before_anyone_reads_it(requester, acme_admin):

@@ -94,11 +94,12 @@ def test_two_approvals_reach_quorum_and_the_refund_runs_once(client, approver1, 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:  # the resume enqueued on commit
         response = client.post(_approve_url(refund_request), {"comment": ""})
 
-    # the resume, and the requester's notification (docs/notifications.md); the run's steps each
-    # add their own commit marker (agentplatform.runtime.step.Step), not counted here
+    # the resume, the requester's notification and the retraction to approvers who were asked and
+    # did not decide (docs/notifications.md); the run's steps each add their own commit marker
+    # (agentplatform.runtime.step.Step), not counted here
     from agentplatform.runtime.step import Step
 
-    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed]) == 2
+    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed]) == 3
     assert any("quorum reached" in text for _, text in _messages(response))
     refund_request.refresh_from_db()
     assert refund_request.status == Status.CONSUMED        # eager resume executed it
