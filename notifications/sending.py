@@ -69,11 +69,13 @@ def email_each(*, request: ConfirmationRequest, kind: str, people: Iterable,
     return sent
 
 
-def webhooks_once(request: ConfirmationRequest, event: str, extra: dict[str, Any] | None = None) -> int:
+def webhooks_once(request: ConfirmationRequest, event: str, extra: dict[str, Any] | None = None,
+                  kind: str | None = None) -> int:
     """Start one delivery of `event` about `request` to each active endpoint of its tenant that
-    was not sent this event about this revision before. Returns the deliveries started."""
+    was not sent this notice `kind` (default: the event's) about this revision before. Returns the
+    deliveries started."""
     started = 0
-    kind = EVENT_KIND[event]
+    kind = kind or EVENT_KIND[event]
     for endpoint in WebhookEndpoint.objects.filter(tenant_id=request.tenant_id, is_active=True).order_by("pk"):
         if not ledger.claim(request=request, kind=kind, revision=request.revision, endpoint_id=endpoint.pk):
             continue

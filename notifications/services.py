@@ -69,7 +69,7 @@ def notify_approvers(*, request_id: uuid.UUID | str, replaces: list[str] | tuple
     for old in replaced:  # the retractions these emails carried went with them
         ledger.settle(request=old, kind=Kind.RETRACTED, revision=old.revision, recipient_ids=carried[old.pk],
                       error="" if sent else "not sent with the newer request's email")
-    webhooks = webhooks_once(request, content.REQUESTED) if not again else 0
+    webhooks = webhooks_once(request, content.REQUESTED, kind=Kind.REGATED if again else Kind.REQUESTED)
     logger.info("request %s: approvers told (%d emails, %d webhooks)", request.pk, sent, webhooks)
     return {"emails": sent, "webhooks": webhooks}
 
