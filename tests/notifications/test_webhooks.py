@@ -214,3 +214,32 @@ def test_a_deleted_endpoint_is_skipped(endpoint):
     endpoint.delete()
     result = deliver_webhook.apply(args=[endpoint_id, str(uuid.uuid4()), "approval.requested", None, {}]).get()
     assert result == "SKIPPED"
+
+
+def test_an_edit_and_a_withdrawal_are_posted_once_each(endpoint, receiver, make_refund, approver2, requester,
+                                                       django_capture_on_commit_callbacks):
+    from approvals import requester_actions
+    from approvals.amendments import confirmation_edit
+    from notifications import services
+
+    request = make_refund()
+    with django_capture_on_commit_callbacks(execute=True):
+        confirmation_edit(request_id=request.pk, editor=approver2, arguments={**request.arguments, "amount": "20.00"},
+                          base_arguments_hash=request.arguments_hash)
+    revised = _json(receiver.received[-1])
+    assert revised["event"] == "approval.revised"
+    assert revised["changes"] == [{"field": "amount", "from": "50.00", "to": "20.00"}]
+    assert (revised["editor_name"], revised["request"]["revision"]) == ("acme-approver2", 1)
+    assert revised["text"].startswith("Edited, approval needed again / 已修改，需重新审批: Refund CNY 20.00")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        requester_actions.confirmation_withdraw(request_id=request.pk, requester=requester)
+    retracted = _json(receiver.received[-1])
+    assert (retracted["event"], retracted["ending"]) == ("approval.retracted", "WITHDRAWN")
+    assert "withdrawn by the requester" in retracted["text"]
+
+    # the same signals again (a retried task) post nothing more
+    posted = len(receiver.received)
+    services.notify_revised(request_id=request.pk, revision=1)
+    services.notify_retraction(request_id=request.pk, ending="WITHDRAWN")
+    assert len(receiver.received) == posted == 3
