@@ -38,10 +38,12 @@ def load(request_id: uuid.UUID | str | None) -> ConfirmationRequest | None:
 
 
 def email_each(*, request: ConfirmationRequest, kind: str, people: Iterable,
-               write: Callable[[Any], tuple[str, str] | None]) -> int:
+               write: Callable[[Any], tuple[str, str]]) -> int:
     """Email each of `people` (users; those without an address are skipped) the notice `kind`
     about `request` (its current revision), once: a person whose notice was claimed before is
-    skipped. write(user) -> (subject, text), or None to send that person nothing. One message per person (nobody sees who else was told). Returns the messages sent."""
+    skipped. write(user) -> (subject, text) of that person's message. One message per person
+    (nobody sees who else was told). A mail server's failure is logged and recorded on the claims
+    (`Notice.error`), never raised. Returns the messages sent."""
     if not settings.NOTIFY_EMAIL:
         return 0
     claimed, messages = [], []
@@ -49,10 +51,7 @@ def email_each(*, request: ConfirmationRequest, kind: str, people: Iterable,
         if not user.email or not ledger.claim(request=request, kind=kind, revision=request.revision,
                                               recipient_id=user.pk):
             continue
-        written = write(user)
-        if written is None:
-            continue
-        subject, text = written
+        subject, text = write(user)
         claimed.append(user.pk)
         messages.append(EmailMessage(subject=subject, body=text, to=[user.email]))
     if not messages:
