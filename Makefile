@@ -33,7 +33,7 @@ test: $(DEV_STAMP)  ## the whole suite (PostgreSQL/Redis/worker/browser tests sk
 	$(BIN)/python -m pytest -q -rs
 
 serve: $(STAMP)  ## production server: gunicorn + uvicorn workers on http://127.0.0.1:8000 (PORT=8765 for another; links in emails follow it; gunicorn.conf.py)
-	$(BIN)/gunicorn agentplatform.asgi:application --config gunicorn.conf.py$(if $(PORT), --bind 127.0.0.1:$(PORT))
+	$(BIN)/gunicorn agentplatform.asgi:application --config gunicorn.conf.py $(if $(PORT),--bind 127.0.0.1:$(PORT))
 
 dev: $(STAMP)  ## Django's development server with autoreload on http://127.0.0.1:8000 (PORT=8765 for another; links in emails follow it)
 	PLATFORM_BASE_URL="$${PLATFORM_BASE_URL:-http://127.0.0.1:$(or $(PORT),8000)}" $(BIN)/python manage.py runserver 127.0.0.1:$(or $(PORT),8000)
