@@ -5,8 +5,8 @@ a retraction when it no longer needs the approvers who were asked (docs/notifica
   must_decide_revision: never the editor) read who edited it and what changed, old -> new (masked);
   webhook `approval.revised`.
 - `notify_retraction`: the people who were asked to decide it and did not decide it themselves
-  read that it no longer needs them and why: decided by X, withdrawn by the requester, expired, or
-  replaced by a newer request. Webhook `approval.retracted` for a withdrawal or a replacement (a
+  read that it no longer needs them and why: decided by X, withdrawn by the requester, expired,
+  replaced by a newer request (or its tool was stopped by an administrator). Webhook `approval.retracted` for a withdrawal or a replacement (a
   decision and an expiry already send `approval.decided`).
 
 Once each per (request, recipient, kind, revision) (notifications.sending). Never inside a transaction.
@@ -25,6 +25,7 @@ from notifications.sending import email_each, load, webhooks_once
 
 Status = ConfirmationRequest.Status
 Kind = Notice.Kind
+STOPPED = "STOPPED"
 
 
 def notify_revised(*, request_id: uuid.UUID | str, revision: int) -> dict[str, int]:
@@ -51,7 +52,8 @@ def notify_revised(*, request_id: uuid.UUID | str, revision: int) -> dict[str, i
 def notify_retraction(*, request_id: uuid.UUID | str, ending: str,
                       replaced_by: uuid.UUID | str | None = None) -> dict[str, int]:
     """Tell the approvers who were asked to decide `request_id` and did not decide it themselves
-    that it no longer needs them, and why (`ending`: approvals.signals ENDINGS), once each.
+    that it no longer needs them, and why (`ending`: approvals.signals ENDINGS, or STOPPED: an
+    administrator stopped its tool, which cancelled it), once each.
 
     replaced_by (SUPERSEDED): the newer request. Its own email tells the people who may decide it
     (notify_approvers' `replaces`), so they are left out here: one email, not two.
@@ -59,6 +61,8 @@ def notify_retraction(*, request_id: uuid.UUID | str, ending: str,
     """
     request = load(request_id)
     if request is None or request.policy != ConfirmationRequest.Policy.APPROVERS or request.status == Status.PENDING:
+        return {"emails": 0, "webhooks": 0}
+    if ending == STOPPED and request.outcome_code != "TOOL_STOPPED":  # a rejection: told as DECIDED
         return {"emails": 0, "webhooks": 0}
     extra = {"ending": ending}
     people = recipients.to_retract(request)

@@ -6,6 +6,7 @@ from django.db import transaction
 
 from approvals.models import ConfirmationRequest
 from notifications.dispatch import dispatch
+from notifications.followups import STOPPED
 from notifications.tasks import notify_approvers, notify_requester, notify_retraction, notify_revised
 
 Status = ConfirmationRequest.Status
@@ -26,6 +27,8 @@ def on_settled(sender, *, request_id, run_id, status, policy=None, **kwargs) -> 
     if status not in TOLD or policy != ConfirmationRequest.Policy.APPROVERS:
         return
     transaction.on_commit(lambda: dispatch(notify_requester, str(request_id)))
+    if status == Status.CANCELLED:  # a stopped tool ends its requests without `request_ended`
+        transaction.on_commit(lambda: dispatch(notify_retraction, str(request_id), STOPPED, None))
 
 
 def on_revised(sender, *, request_id, revision, **kwargs) -> None:

@@ -56,7 +56,8 @@ def change_lines(changes: list[dict[str, Any]]) -> list[str]:
 def no_longer_needed(*, ending: str, outcome: str, decided_by: str) -> tuple[str, str]:
     """(English, Chinese) of why a request no longer needs an approver's decision.
 
-    ending: approvals.signals ENDINGS (DECIDED, WITHDRAWN, EXPIRED, SUPERSEDED); outcome: the
+    ending: approvals.signals ENDINGS (DECIDED, WITHDRAWN, EXPIRED, SUPERSEDED) or STOPPED (the
+    tool was stopped); outcome: the
     request's (approvals.selectors.outcome_of); decided_by: the decider's display name."""
     if ending == "WITHDRAWN":
         return "withdrawn by the requester", "申请人已撤回"
@@ -64,6 +65,8 @@ def no_longer_needed(*, ending: str, outcome: str, decided_by: str) -> tuple[str
         return "it expired before anyone decided", "已过期，无人审批"
     if ending == "SUPERSEDED":
         return "replaced by a newer request for the same action", "已被同一操作的更新请求替换"
+    if ending == "STOPPED":
+        return "an administrator stopped this tool, so nothing will run", "管理员已停用该工具，不会执行"
     verb, zh = {"REJECTED": ("rejected", "拒绝"), "RESPONDED": ("answered with guidance", "回复指导意见")} \
         .get(outcome, ("approved", "批准"))
     who = decided_by or "another approver"

@@ -189,3 +189,20 @@ def test_repeated_signals_send_nothing_twice(make_refund, approver1, django_capt
     assert services.notify_requester(request_id=request.pk)["emails"] == 0
     assert services.notify_retraction(request_id=request.pk, ending="DECIDED")["emails"] == 0
     assert len(mail.outbox) == 4
+
+
+def test_a_stopped_tool_is_retracted_from_the_approvers(make_refund, acme_admin, django_capture_on_commit_callbacks):
+    from policies.kill_switch import kill_switch_engage
+
+    request = make_refund()
+    mail.outbox.clear()
+
+    _commit(django_capture_on_commit_callbacks, kill_switch_engage, tool_name="refund_order", actor=acme_admin,
+            reason="payment provider incident")
+
+    retractions = [m for m in mail.outbox if "No longer needs your decision" in m.subject]
+    assert sorted(a for m in retractions for a in m.to) == ["acme-approver1@example.com", "acme-approver2@example.com"]
+    assert all("an administrator stopped this tool, so nothing will run" in m.body for m in retractions)
+    assert all(f"{BASE}/approvals/{request.pk}/" in m.body for m in retractions)
+    [told] = _mails("acme-requester@example.com")
+    assert "Reason / 原因: payment provider incident" in told.body
