@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-WIDTH, HEIGHT = 640, 200  # the viewBox; the SVG scales to its container
-LEFT, RIGHT, TOP, BOTTOM = 34, 6, 18, 24  # margins: y labels left, values above, dates below
-MIN_LABELLED_BAR = 13.0  # narrower bars (90 days) carry no number text; their <title> still does
+WIDTH, HEIGHT = 480, 190  # the viewBox; the SVG scales to its container (text: 13 units)
+LEFT, RIGHT, TOP, BOTTOM = 30, 6, 20, 24  # margins: y labels left, values above, dates below
+MIN_LABELLED_BAR = 12.0  # narrower bars (90 days) carry no number text; their <title> still does
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,15 @@ class Bar:
 @dataclass(frozen=True)
 class BarChart:
     """What the template draws: `key` names the series (CSS class, test id), `title`/`desc` the
-    accessible name and summary; `ticks` are [(y, text)] of the value axis, `dates` [(x, text)]."""
+    accessible name and summary; `ticks` are [(y, text)] of the value axis, `dates` [(x, text,
+    text-anchor)]."""
 
     key: str
     title: str
     desc: str
     bars: tuple[Bar, ...]
     ticks: tuple[tuple[float, str], ...]
-    dates: tuple[tuple[float, str], ...]
+    dates: tuple[tuple[float, str, str], ...]
     width: int = WIDTH
     height: int = HEIGHT
     plot_left: int = LEFT
@@ -86,8 +87,11 @@ def bar_chart(*, key: str, title: str, points: list[tuple[datetime.date, int]], 
                         width=round(slot - gap, 2), height=height, day=day, value=value, label=label))
     ticks = ((float(HEIGHT - BOTTOM), "0"), (float(TOP), str(top))) if top else ((float(HEIGHT - BOTTOM), "0"),)
     dates = []
-    if points:
-        for i in sorted({0, len(points) // 2, len(points) - 1}):
-            dates.append((round(LEFT + (i + 0.5) * slot, 2), points[i][0].strftime("%m-%d")))
+    if points:  # first and last flush with the plot's edges (never clipped), the middle centred
+        last = len(points) - 1
+        for i in sorted({0, len(points) // 2, last}):
+            x, anchor = (LEFT, "start") if i == 0 else (WIDTH - RIGHT, "end") if i == last else (
+                round(LEFT + (i + 0.5) * slot, 2), "middle")
+            dates.append((x, points[i][0].strftime("%m-%d"), anchor))
     return BarChart(key=key, title=title, desc=_summary(title, points, level=level), bars=tuple(bars),
                     ticks=ticks, dates=tuple(dates))
