@@ -15,6 +15,7 @@ nothing). Labels are bounded like the tool metrics (audit.metrics.bounded).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
 from django.db import transaction
 from prometheus_client import Counter, Histogram
@@ -56,7 +57,7 @@ def approval_saved(sender, instance: Approval, created: bool = False, raw: bool 
     """post_save receiver of Approval (connected by approvals.apps): observe a new decision once its
     transaction commits. A failure to observe never fails the decision (robust on_commit)."""
     if created and not raw:
-        transaction.on_commit(lambda: observe(instance), robust=True)
+        transaction.on_commit(partial(observe, instance), robust=True)
 
 
 def initialise(pairs: Iterable[tuple[str, str]]) -> None:

@@ -95,10 +95,13 @@ def test_two_approvals_reach_quorum_and_the_refund_runs_once(client, approver1, 
         response = client.post(_approve_url(refund_request), {"comment": ""})
 
     # the resume, and the requester's notification (docs/notifications.md); the run's steps each
-    # add their own commit marker (agentplatform.runtime.step.Step), not counted here
+    # add their own commit marker (agentplatform.runtime.step.Step), and each decision its count in
+    # the approval quality metrics (approvals.quality_metrics), not counted here
     from agentplatform.runtime.step import Step
+    from approvals.quality_metrics import observe
 
-    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed]) == 2
+    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed
+                and getattr(c, "func", None) is not observe]) == 2
     assert any("quorum reached" in text for _, text in _messages(response))
     refund_request.refresh_from_db()
     assert refund_request.status == Status.CONSUMED        # eager resume executed it
