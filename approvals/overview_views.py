@@ -58,8 +58,7 @@ def _row(stats: quality.DecisionStats, *, name: str) -> dict:
             "hasty_share": stats.rate(stats.hasty)}
 
 
-def _approver_rows(tenant_id: int, window: quality_window.Window) -> list[dict]:
-    stats = quality.decision_stats(tenant_id=tenant_id, window=window, by="approver")
+def _approver_rows(stats: list[quality.DecisionStats]) -> list[dict]:
     users = {u.pk: u for u in get_user_model().objects.filter(pk__in=[s.key for s in stats])}
     rows = []
     for s in stats:
@@ -68,11 +67,11 @@ def _approver_rows(tenant_id: int, window: quality_window.Window) -> list[dict]:
     return rows
 
 
-def _tool_rows(tenant_id: int, window: quality_window.Window) -> list[dict]:
+def _tool_rows(stats: list[quality.DecisionStats], tenant_id: int, window: quality_window.Window) -> list[dict]:
     """Per tool: decision quality and, from the expiry counts, what expired and what expired unseen."""
     expired = {row["tool_name"]: row for row in quality.expired_unseen(tenant_id=tenant_id, window=window)}
     rows = []
-    for s in quality.decision_stats(tenant_id=tenant_id, window=window, by="tool"):
+    for s in stats:
         rows.append({**_row(s, name=str(s.key)), **_expiry(expired.pop(str(s.key), None))})
     for name, row in sorted(expired.items()):  # tools whose requests only expired
         empty = quality.DecisionStats(key=name, decisions=0, approve=0, reject=0, edit=0, respond=0, unviewed=0,
@@ -98,17 +97,18 @@ def overview(request: HttpRequest) -> HttpResponse:
     if days not in quality_window.CHOICES:
         days = quality_window.DEFAULT_DAYS
     window = quality_window.window_last_days(days)
-    totals = quality.decision_stats(tenant_id=tenant.pk, window=window, by="all")
+    tables = quality.quality_tables(tenant_id=tenant.pk, window=window)
+    totals = tables["all"]
     series = quality_series.daily_counts(tenant_id=tenant.pk, window=window)
     charts = [bar_chart(key=key, title=f"{en} / {zh}", level=key == "waiting",
                         points=[(d.day, getattr(d, key)) for d in series])
               for key, (en, zh) in CHART_TITLES.items()]
-    tool_rows = _tool_rows(tenant.pk, window)
+    tool_rows = _tool_rows(tables["tool"], tenant.pk, window)
     return render(request, "approvals/overview.html", {
         "tenant": tenant, "days": days, "day_choices": quality_window.CHOICES, "window": window,
         "tenants": list(Tenant.objects.order_by("slug")) if is_platform_operator(request.user) else [],
         "totals": _row(totals[0], name="all") if totals else None,
-        "approver_rows": _approver_rows(tenant.pk, window), "tool_rows": tool_rows,
+        "approver_rows": _approver_rows(tables["approver"]), "tool_rows": tool_rows,
         "expired_total": sum(r["expired"] for r in tool_rows),
         "expired_unseen_total": sum(r["expired_unseen"] for r in tool_rows),
         "charts": charts, "series": series, "fast_seconds": int(quality.fast_decision_seconds()),
