@@ -142,6 +142,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # the navigation's count of requests the user may decide (one lazy COUNT)
                 "approvals.context_processors.approvals_nav",
+                # whether the navigation links the approval overview (administrators, auditors; lazy)
+                "approvals.overview_access.overview_nav",
             ],
         },
     },
@@ -455,6 +457,9 @@ WEBHOOK_RETRY_BACKOFF_MAX = env_int("WEBHOOK_RETRY_BACKOFF_MAX", 600)
 WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", False)
 # How often the approver dashboard and the navigation's count ask what changed (seconds).
 APPROVALS_POLL_SECONDS = env_int("APPROVALS_POLL_SECONDS", 5)
+# Approval quality (docs/approvals.md): a decision made less than this many seconds after the
+# approver first opened the request's facts counts as fast (the overview, the metric, the alert).
+APPROVAL_FAST_DECISION_SECONDS = env_int("APPROVAL_FAST_DECISION_SECONDS", 10)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)

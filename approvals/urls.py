@@ -1,7 +1,7 @@
 """URLs of the approver dashboard, mounted at /approvals/ (namespace `approvals`)."""
 from django.urls import path
 
-from approvals import decision_views, views
+from approvals import decision_views, overview_views, views
 
 app_name = "approvals"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("mine/", views.mine, name="mine"),
     path("mine/<str:request_id>/withdraw/", decision_views.withdraw, name="withdraw"),
     path("live/", views.live, name="live"),
+    path("overview/", overview_views.overview, name="overview"),  # approval quality: administrators, auditors
     path("<uuid:request_id>/", views.detail, name="detail"),
     path("<str:request_id>/approve/", decision_views.approve, name="approve"),
     path("<str:request_id>/reject/", decision_views.reject, name="reject"),

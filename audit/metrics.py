@@ -18,6 +18,7 @@ mode when PROMETHEUS_MULTIPROC_DIR is set (docs/operations.md, "Metrics").
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from django.conf import settings
 from prometheus_client import Counter, Histogram
@@ -159,3 +160,33 @@ def run_finished(*, iterations: int, tenant_id: int | str | None) -> None:
     labels = _labels(tool_name="-", tenant_id=tenant_id)
     del labels["tool"]
     LOOP_ITERATIONS.labels(**labels).observe(iterations)
+
+
+# Counters and histograms labelled by tool and tenant; `initialise` creates their zero series.
+_PER_TOOL = (TOOL_SELECTION, TOOL_EXECUTION, TOOL_SUCCESS, TOOL_FAILURE, TOOL_ARGUMENT_INVALID,
+             TOOL_PERMISSION_DENIED, TOOL_CONFIRMATION_REQUIRED, TOOL_CONFIRMATION_EXPIRED, TOOL_IDEMPOTENCY_HIT,
+             TOOL_DUPLICATE_PREVENTED, TOOL_RESULT_BYTES, TOOL_DURATION_MS)
+
+
+def initialise(pairs: Iterable[tuple[str, str]]) -> int:
+    """Create the zero-valued series of every metric above for each known (tool name, tenant id)
+    pair, with this process's model and prompt version, so /metrics shows them before the first
+    event (Prometheus' advice: initialise known label sets; a rate over a missing series is no
+    rate). The decisions counter gets each tool's EXECUTED/OK series. Labels go through
+    `bounded`, so known tools and tenants are the first to hold label slots. Returns the pairs
+    initialised (the caller supplies them: audit imports no model above it)."""
+    count = 0
+    tenants = set()
+    for tool_name, tenant_id in pairs:
+        labels = _labels(tool_name=tool_name, tenant_id=tenant_id)
+        for metric in _PER_TOOL:
+            metric.labels(**labels)
+        TOOL_OUTCOME_UNKNOWN.labels(tool=labels["tool"], tenant=labels["tenant"])
+        TOOL_DECISIONS.labels(tool=labels["tool"], decision="EXECUTED", status=bounded("status", "OK"))
+        tenants.add(tenant_id)
+        count += 1
+    for tenant_id in tenants:
+        labels = _labels(tool_name="-", tenant_id=tenant_id)
+        del labels["tool"]
+        LOOP_ITERATIONS.labels(**labels)
+    return count

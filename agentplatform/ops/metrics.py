@@ -18,6 +18,11 @@ process merges them (`MultiProcessCollector`); gunicorn.conf.py clears the direc
 marks dead workers. Without PROMETHEUS_MULTIPROC_DIR (runserver, tests) the process's own registry
 is served.
 
+Known label sets start at zero (`known_series_initialise`, at the first scrape of each process):
+every tool metric, the approval quality metrics and the Celery task counter get a zero-valued
+series for each (tool, tenant) known then and each task registered, so a rate has a series after a
+restart, before the first event of its kind (Prometheus' advice: initialise known label sets).
+
 Access: METRICS_TOKEN (when set, `Authorization: Bearer <token>` is required) and
 METRICS_ALLOWED_NETWORKS (client address in one of these CIDRs; default loopback only). Either
 one admits a scrape; anything else answers 403. METRICS_ENABLED=0 answers 404.
@@ -28,12 +33,13 @@ import datetime
 import hmac
 import ipaddress
 import os
+import threading
 import time
 from typing import Callable, Iterator
 
 from celery import signals
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseNotFound
 from django.views.decorators.cache import never_cache
@@ -143,8 +149,60 @@ _state_registry = CollectorRegistry(auto_describe=False)
 _state_registry.register(SafeStateCollector())
 
 
+_known = {"done": False}
+_known_lock = threading.Lock()
+
+
+def known_tool_tenants() -> list[tuple[str, str]]:
+    """(tool name, tenant id as text) of every registered tool and every tenant it may be offered
+    to (a tenant's own remote tool: that tenant only), in one query."""
+    from agentplatform.tenancy.models import Tenant
+    from tools.models import Tool
+
+    sql = (f"SELECT t.name, n.id FROM {Tool._meta.db_table} t CROSS JOIN {Tenant._meta.db_table} n "
+           "WHERE t.registered AND (t.tenant_id IS NULL OR t.tenant_id = n.id) ORDER BY t.name, n.id")
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [(name, str(tenant_id)) for name, tenant_id in cursor.fetchall()]
+
+
+def known_series_initialise() -> bool:
+    """Create the zero-valued series of known label sets, once per process (see the module
+    docstring). Safe before migrations: a database error leaves it undone, to be tried at the next
+    scrape, and never fails the scrape. Returns whether it is done."""
+    if _known["done"]:
+        return True
+    with _known_lock:
+        if _known["done"]:
+            return True
+        try:
+            with transaction.atomic():  # a savepoint when called inside a transaction: it stays usable
+                pairs = known_tool_tenants()
+        except DatabaseError:
+            return False
+        from approvals import quality_metrics
+        from audit import metrics as tool_metrics
+
+        tool_metrics.initialise(pairs)
+        quality_metrics.initialise(pairs)
+        _celery_tasks_initialise()
+        _known["done"] = True
+    return True
+
+
+def _celery_tasks_initialise() -> None:
+    from celery import current_app
+
+    for name in current_app.tasks:
+        if not name.startswith("celery."):  # Celery's own built-in tasks
+            for state in ("SUCCESS", "FAILURE"):
+                CELERY_TASKS.labels(task=name, state=state)
+
+
 def exposition() -> bytes:
-    """The whole exposition: the process (or every process, in multiprocess mode) and the state."""
+    """The whole exposition: the process (or every process, in multiprocess mode) and the state.
+    Initialises the known label sets first (known_series_initialise)."""
+    known_series_initialise()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)

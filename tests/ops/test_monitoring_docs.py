@@ -41,6 +41,8 @@ def test_dashboard_and_alerts_use_only_exposed_metrics(db):
     # the four alerts an operator needs: approvals about to expire, stuck runs, unknown outcomes, model errors
     alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     assert {"ApprovalsNearExpiry", "RunsStuck", "IdempotencyOutcomeUnknown", "ModelErrorRateHigh"} <= alerts
+    # and rubber-stamping: approvals made without opening the facts or within seconds of it
+    assert "ApprovalsRubberStamped" in alerts
 
 
 def test_every_section_37_metric_is_on_the_dashboard():

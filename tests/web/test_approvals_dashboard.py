@@ -96,10 +96,13 @@ def test_two_approvals_reach_quorum_and_the_refund_runs_once(client, approver1, 
 
     # the resume, the requester's notification and the retraction to approvers who were asked and
     # did not decide (docs/notifications.md); the run's steps each add their own commit marker
-    # (agentplatform.runtime.step.Step), not counted here
+    # (agentplatform.runtime.step.Step), and each decision its count in the approval quality
+    # metrics (approvals.quality_metrics), not counted here
     from agentplatform.runtime.step import Step
+    from approvals.quality_metrics import observe
 
-    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed]) == 3
+    assert len([c for c in callbacks if getattr(c, "__func__", None) is not Step._mark_committed
+                and getattr(c, "func", None) is not observe]) == 3
     assert any("quorum reached" in text for _, text in _messages(response))
     refund_request.refresh_from_db()
     assert refund_request.status == Status.CONSUMED        # eager resume executed it
