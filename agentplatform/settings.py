@@ -91,6 +91,8 @@ MIDDLEWARE = [
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin follows the administrator's language; the API and product pages keep LANGUAGE_CODE.
+    "agentplatform.web.admin_language.AdminLanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -210,6 +212,10 @@ LOGIN_REDIRECT_URL = "/chat/"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# Languages of the admin (agentplatform.web.admin_language): Django ships its own Chinese; ours is
+# in locale/ (compiled .mo files are committed, so nothing needs gettext at run time).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -14,6 +14,8 @@ from django.utils.html import format_html
 from agentplatform.controlplane.bundle_admin import PolicyBundleAdmin
 from agentplatform.controlplane.bundle_store import in_force
 from agentplatform.controlplane.models import PendingControlChange
+from agentplatform.controlplane.roles_admin import RolesUserAdmin
+from agentplatform.tenancy.models import User
 from agentplatform.controlplane.services import control_change_approve, control_change_reject, control_changes_expire
 from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
@@ -95,3 +97,6 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
 
 admin.site.register(PolicyBundle, PolicyBundleAdmin)
+# The users' admin with its Roles column and page (agentplatform.controlplane.roles_admin).
+admin.site.unregister(User)
+admin.site.register(User, RolesUserAdmin)
