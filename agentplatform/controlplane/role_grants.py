@@ -12,7 +12,6 @@ guarded. Each write and its control-plane audit rows commit together.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction

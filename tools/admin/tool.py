@@ -7,6 +7,7 @@ import json
 
 from django.contrib import admin
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 from guardian.admin import GuardedModelAdmin
 
 from agentplatform.tenancy.actor import current_request
@@ -53,7 +54,7 @@ class ToolAdmin(EffectiveAccessMixin, ToolGrantsMixin, LabelledChangelistMixin, 
     fieldsets = (
         (None, {"fields": ("name", "description_shown", "registered", "enabled", "enable_state", "owner", "version",
                            "source", "tenant")}),
-        ("Risk and approval policy for every tenant (blank = the registry's value)", {
+        (_("Risk and approval policy for every tenant (blank = the registry's value)"), {
             "fields": (("default_risk", "risk_override"), ("default_policy", "policy_override"), "quorum",
                        "ttl_seconds", "critical_floor_waiver"),
         }),
@@ -91,36 +92,36 @@ class ToolAdmin(EffectiveAccessMixin, ToolGrantsMixin, LabelledChangelistMixin, 
             tenant_policy = TenantToolPolicy.objects.filter(tool=obj, tenant_id=request.user.tenant_id).first()
         return effective_policy(spec, obj, tenant_policy)
 
-    @admin.display(description="description")
+    @admin.display(description=_("description"))
     def description_shown(self, obj: Tool):
         # Hidden characters (a remote tool's description comes from its server) shown as \u{…}.
         return visible_html(obj.description)
 
-    @admin.display(description="may be enabled?")
+    @admin.display(description=_("may be enabled?"))
     def enable_state(self, obj: Tool) -> str:
         return enable_refusal(obj) or "yes"
 
-    @admin.display(description="risk")
+    @admin.display(description=_("risk"))
     def effective_risk(self, obj: Tool) -> str:
         policy = self._effective(obj)
         return (policy.risk if policy else obj.risk) + (" (override)" if obj.risk_override else "")
 
-    @admin.display(description="approval policy")
+    @admin.display(description=_("approval policy"))
     def effective_policy(self, obj: Tool) -> str:
         policy = self._effective(obj)
         return (policy.policy if policy else obj.policy) + (" (override)" if obj.policy_override else "")
 
-    @admin.display(description="quorum")
+    @admin.display(description=_("quorum"))
     def effective_quorum(self, obj: Tool) -> int | str:
         policy = self._effective(obj)
         return policy.quorum if policy and policy.policy == "APPROVERS" else "—"
 
-    @admin.display(description="TTL (s)")
+    @admin.display(description=_("TTL (s)"))
     def effective_ttl(self, obj: Tool) -> int | str:
         policy = self._effective(obj)
         return policy.ttl_seconds if policy else "—"
 
-    @admin.display(description="in effect now")
+    @admin.display(description=_("in effect now"))
     def in_effect(self, obj: Tool) -> str:
         return describe(self._effective(obj)) + (
             " (CRITICAL is always approver-gated with at least 2 distinct approvers unless a written waiver is stored)")
