@@ -258,9 +258,11 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agentplatform.api.negotiation.ContentNegotiation",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+from agentplatform.api.getting_started import GETTING_STARTED  # noqa: E402 - plain text, no Django
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentplatform API",
-    "DESCRIPTION": "Governed tool calls for LLM agents: chat, runs, confirmations, approvals, audit.",
+    "DESCRIPTION": GETTING_STARTED,  # keys, the Token scheme, Idempotency-Key, async runs, SSE, errors
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI and its favicon come from drf-spectacular-sidecar's static files, never a CDN.
