@@ -34,6 +34,9 @@ admin.site.site_header = _("agentplatform administration")
 admin.site.site_title = _("agentplatform admin")
 admin.site.index_title = _("Tools, tenants, permissions and the evidence trail")
 admin.site.site_url = "/chat/"
+# The index lists every model; a sidebar repeating it on every page would leave the lists' tables
+# too little width at 1360 px.
+admin.site.enable_nav_sidebar = False
 
 
 class MembershipInline(TenantScopedMixin, admin.TabularInline):

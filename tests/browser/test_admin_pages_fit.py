@@ -59,6 +59,14 @@ def _overflow(person) -> int:
     return person.page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
 
 
+def _table_overflow(person) -> int:
+    """How many CSS pixels the widest admin table is wider than its box (0: it fits, no scrolling
+    inside the page either)."""
+    return person.page.evaluate("""() => Math.max(0, ...Array.from(
+        document.querySelectorAll('#changelist .results, .admin-table-scroll'),
+        box => box.scrollWidth - box.clientWidth))""")
+
+
 def test_admin_pages_and_api_docs_have_no_serious_violations_and_fit_1360_and_390(open_person, acme_admin,
                                                                                    requester, cancel_story):
     assert AuditEvent.objects.filter(tenant=acme_admin.tenant).exists() and ConfirmationRequest.objects.exists()
@@ -76,5 +84,9 @@ def test_admin_pages_and_api_docs_have_no_serious_violations_and_fit_1360_and_39
                 problems.append(f"{label} at {width} px: {over} px wider than the window")
                 named_shot(admin, f"admin-fit-{label}-{width}.png")
             if width == "1360":
+                inner = _table_overflow(admin)
+                if inner > 1:
+                    problems.append(f"{label} at 1360 px: a table {inner} px wider than its box")
+                    named_shot(admin, f"admin-fit-{label}-table.png")
                 problems += _axe(admin, f"admin-{label}")
     assert not problems, "\n".join(problems)

@@ -45,8 +45,10 @@ class ToolAdmin(EffectiveAccessMixin, ToolGrantsMixin, LabelledChangelistMixin, 
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
     `use_tool` and `approve_tool` to users and groups."""
 
+    # Registration and the time of the last change are on each tool's page (and a filter): the list
+    # fits 1360 px with the filters beside it.
     list_display = ("name", "enabled", "effective_risk", "effective_policy", "effective_quorum", "effective_ttl",
-                    "owner", "version", "source", "registered", "updated_at")
+                    "owner", "version", "source")
     list_filter = ("enabled", "registered", "source", "default_risk", "risk_override", "policy_override")
     search_fields = ("name", "description", "owner")
     readonly_fields = ("name", "description_shown", "registered", "default_risk", "default_policy", "in_effect",
