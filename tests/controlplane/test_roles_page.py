@@ -171,3 +171,16 @@ def test_grant_for_another_tenants_member_answers_404(client, acme_admin, outsid
     response = client.post(reverse("admin:tools_tool_effective_access"), {"user": outsider.pk, "grant": cancel.pk})
 
     assert response.status_code == 404
+
+
+def test_a_group_page_shows_its_members_and_the_list_their_number(client, acme_admin, approver1, approver2):
+    group = Group.objects.get(name="acme-approvers")
+    client.force_login(acme_admin)
+
+    page = client.get(reverse("admin:auth_group_change", args=[group.pk])).content.decode()
+    listing = client.get(reverse("admin:auth_group_changelist"))
+
+    assert approver1.username in page and approver2.username in page
+    assert reverse("admin:tenancy_user_change", args=[approver1.pk]) in page
+    counted = {g.name: g.member_total for g in listing.context["cl"].result_list}
+    assert counted["acme-approvers"] == group.user_set.count() == 2
