@@ -91,6 +91,8 @@ MIDDLEWARE = [
     # Serves /static/ from the project itself (no CDN, no separate web server needed for the demo).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin follows the administrator's language; the API and product pages keep LANGUAGE_CODE.
+    "agentplatform.web.admin_language.AdminLanguageMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -212,6 +214,10 @@ LOGIN_REDIRECT_URL = "/chat/"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
+# Languages of the admin (agentplatform.web.admin_language): Django ships its own Chinese; ours is
+# in locale/ (compiled .mo files are committed, so nothing needs gettext at run time).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -254,9 +260,11 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "agentplatform.api.negotiation.ContentNegotiation",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+from agentplatform.api.getting_started import GETTING_STARTED  # noqa: E402 - plain text, no Django
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentplatform API",
-    "DESCRIPTION": "Governed tool calls for LLM agents: chat, runs, confirmations, approvals, audit.",
+    "DESCRIPTION": GETTING_STARTED,  # keys, the Token scheme, Idempotency-Key, async runs, SSE, errors
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI and its favicon come from drf-spectacular-sidecar's static files, never a CDN.

@@ -10,6 +10,7 @@ urlpatterns = [
     path("readyz", readyz, name="readyz"),  # readiness: database, migrations, broker
     path("metrics", metrics_view, name="metrics"),  # Prometheus (METRICS_TOKEN / METRICS_ALLOWED_NETWORKS)
     path("admin/", admin.site.urls),
+    path("i18n/", include("django.conf.urls.i18n")),  # set_language: the admin's language switch
     path("api/", include("agentplatform.api.urls")),  # REST API /api/v1/, schema, docs
     path("approvals/", include("approvals.urls")),
     path("", include("agentplatform.web.urls")),  # /, /chat/, product login/logout (before auth urls)

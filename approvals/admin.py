@@ -7,6 +7,7 @@ as approvers do.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from approvals.models import Approval, ConfirmationRequest
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin
@@ -30,14 +31,14 @@ class ConfirmationRequestAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin
     list_select_related = ("tenant", "user")
     fieldsets = (
         (None, {"fields": ("id", "tenant", "user", "status", "outcome_code", "summary")}),
-        ("Call", {"fields": ("tool_name", "risk", "policy", "quorum", "masked_arguments", "arguments_hash",
+        (_("Call"), {"fields": ("tool_name", "risk", "policy", "quorum", "masked_arguments", "arguments_hash",
                              "approval_context", "context_excerpt")}),
-        ("Lifecycle", {"fields": ("created_at", "expires_at", "confirmed_at", "decided_at", "consumed_at")}),
-        ("Correlation", {"fields": ("conversation_id", "run_id", "tool_call_id")}),
+        (_("Lifecycle"), {"fields": ("created_at", "expires_at", "confirmed_at", "decided_at", "consumed_at")}),
+        (_("Correlation"), {"fields": ("conversation_id", "run_id", "tool_call_id")}),
     )
     inlines = [ApprovalInline]
 
-    @admin.display(description="approvals")
+    @admin.display(description=_("approvals"))
     def approvals_so_far(self, obj: ConfirmationRequest) -> str:
         if obj.policy != ConfirmationRequest.Policy.APPROVERS:
             return "—"

@@ -15,6 +15,7 @@ from django.db import models
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
 from core.redaction.endpoints import safe_url
 from core.errors import DomainError
@@ -56,11 +57,11 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         # Searching the URL would let a reader probe its query one character at a time.
         return self.search_fields if self.role(request) == PLATFORM_OPERATOR else ("name", "owner")
 
-    @admin.display(description="URL")
+    @admin.display(description=_("URL"))
     def safe_url(self, obj: McpServer) -> str:
         return safe_url(obj.url)
 
-    @admin.display(description="OAuth token URL")
+    @admin.display(description=_("OAuth token URL"))
     def safe_token_url(self, obj: McpServer) -> str:
         return safe_url(obj.oauth_token_url)
 
@@ -70,11 +71,11 @@ class McpServerAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             actions.pop("discover_tools", None)
         return actions
 
-    @admin.display(description="circuit breaker")
+    @admin.display(description=_("circuit breaker"))
     def breaker(self, obj: McpServer) -> str:
         return "open" if obj.pk and breaker.breaker_is_open(server_id=obj.pk) else "closed"
 
-    @admin.action(description="Discover tools now (new ones stay disabled)")
+    @admin.action(description=_("Discover tools now (new ones stay disabled)"))
     def discover_tools(self, request: HttpRequest, queryset) -> None:
         for server in queryset:
             report = services.server_discover(server_id=server.pk)
@@ -130,27 +131,27 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             actions.pop("review_and_enable", None)
         return actions
 
-    @admin.display(description="remote name")
+    @admin.display(description=_("remote name"))
     def remote_name_shown(self, obj: McpTool) -> str:
         return visible_html(obj.remote_name)
 
-    @admin.display(description="description (hidden characters shown as \\u{…})")
+    @admin.display(description=_("description (hidden characters shown as \\u{…})"))
     def description_shown(self, obj: McpTool) -> str:
         return _shown(obj.description)
 
-    @admin.display(description="input schema")
+    @admin.display(description=_("input schema"))
     def input_schema_shown(self, obj: McpTool) -> str:
         return _shown(obj.input_schema)
 
-    @admin.display(description="the server's annotations (not used for risk)")
+    @admin.display(description=_("the server's annotations (not used for risk)"))
     def annotations_shown(self, obj: McpTool) -> str:
         return _shown(obj.annotations) if obj.annotations is not None else "—"
 
-    @admin.display(description="reviewed definition (what the model is sent)")
+    @admin.display(description=_("reviewed definition (what the model is sent)"))
     def reviewed_definition_shown(self, obj: McpTool) -> str:
         return _shown(obj.reviewed_definition) if obj.reviewed_definition is not None else "—"
 
-    @admin.display(description="may be enabled?")
+    @admin.display(description=_("may be enabled?"))
     def review_state(self, obj: McpTool) -> str:
         return obj.review_problem() or "yes: the current definition is the reviewed one"
 
@@ -158,7 +159,7 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def reviewed(self, obj: McpTool) -> bool:
         return obj.reviewed
 
-    @admin.display(boolean=True, description="refused")
+    @admin.display(boolean=True, description=_("refused"))
     def refused(self, obj: McpTool) -> bool:
         return bool(obj.refusal)
 
@@ -166,11 +167,11 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def enabled(self, obj: McpTool) -> bool:
         return obj.tool.enabled
 
-    @admin.display(description="risk")
+    @admin.display(description=_("risk"))
     def risk(self, obj: McpTool) -> str:
         return obj.tool.risk
 
-    @admin.action(description="Review the selected definitions… (approve what is shown and enable)")
+    @admin.action(description=_("Review the selected definitions… (approve what is shown and enable)"))
     def review_and_enable(self, request: HttpRequest, queryset):
         """First POST: a page showing each selected definition escaped, with the hash of what it
         shows in the form. Second POST (`confirm`): each tool is approved only if its definition
@@ -187,7 +188,7 @@ class McpToolAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
                     self.message_user(request, f"{row.tool.name} reviewed and enabled", messages.SUCCESS)
             return None
         context = {
-            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Review remote tools / 审核远程工具",
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": _("Review remote tools"),
             "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
             "rows": [{"row": row, "model_view": _shown(_model_view(row)), "description": _shown(row.description),
                       "schema": _shown(row.input_schema), "annotations": self.annotations_shown(row)}

@@ -7,6 +7,7 @@ read-only. Another tenant's rows answer 404 (agentplatform.tenancy.admin_scope).
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.utils.translation import gettext_lazy as _
 
 from core.redaction.endpoints import safe_url
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
@@ -30,11 +31,11 @@ class WebhookEndpointAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             kwargs["assume_scheme"] = "https"  # a URL typed without a scheme is https (Django 6's default)
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    @admin.display(description="host")
+    @admin.display(description=_("host"))
     def host(self, obj: WebhookEndpoint) -> str:
         return host_of(obj.url)
 
-    @admin.display(description="URL")
+    @admin.display(description=_("URL"))
     def safe_url(self, obj: WebhookEndpoint) -> str:
         # A relay's URL path or query is often its credential: others read scheme, host and a digest.
         return safe_url(obj.url, keep_path=False)
@@ -54,7 +55,7 @@ class WebhookEndpointAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def get_actions(self, request):
         return super().get_actions(request) if is_platform_operator(request.user) else {}
 
-    @admin.action(description="Rotate the secret of the selected endpoints")
+    @admin.action(description=_("Rotate the secret of the selected endpoints"))
     def rotate_secret(self, request, queryset) -> None:
         for endpoint in queryset:
             endpoint.secret = new_secret()

@@ -1,6 +1,7 @@
 """Admin of the API app: the HTTP Idempotency-Key records (read-only) and API keys, both scoped by
 tenant (docs/roles.md)."""
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from agentplatform.api.models import ApiKey, HttpIdempotencyKey
 from agentplatform.tenancy.credentials import api_key_revoke
@@ -66,11 +67,11 @@ class ApiKeyAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def delete_model(self, request, obj) -> None:
         api_key_revoke(public_id=obj.public_id, actor=request.user)
 
-    @admin.action(description="Revoke selected API keys", permissions=["delete"])
+    @admin.action(description=_("Revoke selected API keys"), permissions=["delete"])
     def revoke_selected(self, request, queryset) -> None:
         for public_id in queryset.values_list("public_id", flat=True):
             api_key_revoke(public_id=public_id, actor=request.user)
-        self.message_user(request, "Revoked.")
+        self.message_user(request, _("Revoked."))
 
 
 # django-axes' records of sign-in attempts name usernames and addresses of every tenant: platform

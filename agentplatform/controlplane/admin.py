@@ -10,10 +10,14 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
 
+from agentplatform.controlplane.admin_names import name_models
 from agentplatform.controlplane.bundle_admin import PolicyBundleAdmin
 from agentplatform.controlplane.bundle_store import in_force
 from agentplatform.controlplane.models import PendingControlChange
+from agentplatform.controlplane.roles_admin import RolesUserAdmin
+from agentplatform.tenancy.models import User
 from agentplatform.controlplane.services import control_change_approve, control_change_reject, control_changes_expire
 from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
@@ -54,15 +58,15 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def _json(value) -> str:
         return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
-    @admin.display(description="old state / 原状态")
+    @admin.display(description=_("old state"))
     def old_state_shown(self, obj: PendingControlChange) -> str:
         return self._json(obj.old_state)
 
-    @admin.display(description="new state / 新状态")
+    @admin.display(description=_("new state"))
     def new_state_shown(self, obj: PendingControlChange) -> str:
         return self._json(obj.new_state)
 
-    @admin.display(description="bundle diff / 策略包差异")
+    @admin.display(description=_("bundle diff"))
     def bundle_diff(self, obj: PendingControlChange) -> str:
         """For a POLICY_BUNDLE change: the diff of its bundle against the version in force now."""
         if obj.kind != PendingControlChange.Kind.POLICY_BUNDLE:
@@ -77,21 +81,25 @@ class PendingControlChangeAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             try:
                 if approve:
                     control_change_approve(change_id=change.pk, approver=request.user)
-                    self.message_user(request, f"Approved and applied / 已批准并生效: {change.summary}",
+                    self.message_user(request, _("Approved and applied: %(change)s") % {"change": change.summary},
                                       messages.SUCCESS)
                 else:
                     control_change_reject(change_id=change.pk, decider=request.user, reason="rejected in the admin")
-                    self.message_user(request, f"Rejected / 已拒绝: {change.summary}", messages.SUCCESS)
+                    self.message_user(request, _("Rejected: %(change)s") % {"change": change.summary}, messages.SUCCESS)
             except DomainError as error:
                 self.message_user(request, f"{change.summary}: {error.message}", messages.ERROR)
 
-    @admin.action(description="Approve selected changes (a second administrator) / 批准所选变更")
+    @admin.action(description=_("Approve selected changes (a second administrator)"))
     def approve_changes(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._decide(request, queryset, approve=True)
 
-    @admin.action(description="Reject selected changes / 拒绝所选变更")
+    @admin.action(description=_("Reject selected changes"))
     def reject_changes(self, request: HttpRequest, queryset: QuerySet) -> None:
         self._decide(request, queryset, approve=False)
 
 
 admin.site.register(PolicyBundle, PolicyBundleAdmin)
+name_models()  # the admin's names of models and apps, in the administrator's language
+# The users' admin with its Roles column and page (agentplatform.controlplane.roles_admin).
+admin.site.unregister(User)
+admin.site.register(User, RolesUserAdmin)

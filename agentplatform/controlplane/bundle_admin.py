@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from agentplatform.controlplane.bundles import policy_bundle_apply
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
@@ -77,7 +78,7 @@ class PolicyBundleAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.display(description="in force / 生效中")
+    @admin.display(description=_("in force"))
     def in_force(self, obj: PolicyBundle) -> bool:
         top = PolicyBundle.objects.filter(tenant_id=obj.tenant_id).order_by("-version").values_list(
             "version", flat=True).first()
@@ -85,15 +86,15 @@ class PolicyBundleAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     in_force.boolean = True
 
-    @admin.display(description="digest / 摘要")
+    @admin.display(description=_("digest"))
     def digest_short(self, obj: PolicyBundle) -> str:
         return obj.digest[:12]
 
-    @admin.display(description="source / 源文件")
+    @admin.display(description=_("source"))
     def source_shown(self, obj: PolicyBundle) -> str:
         return format_html('<pre data-testid="bundle-source">{}</pre>', obj.source)
 
-    @admin.display(description="rules / 规则")
+    @admin.display(description=_("rules"))
     def rules_shown(self, obj: PolicyBundle) -> str:
         try:
             compiled = compile_stored(version=obj.version, cedar=obj.cedar, limits=obj.limits)
@@ -108,7 +109,7 @@ class PolicyBundleAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
                            '<th>gate / 关卡</th><th>quorum / 人数</th><th>mode / 模式</th><th>tools / 工具</th>'
                            '<th>reason / 理由</th></tr></thead><tbody>{}</tbody></table>', rows)
 
-    @admin.display(description="limits / 限额")
+    @admin.display(description=_("limits"))
     def limits_shown(self, obj: PolicyBundle) -> str:
         def sum_of(limit: dict) -> str:
             total = limit.get("max_sum")
@@ -150,7 +151,7 @@ class PolicyBundleAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
                     return response
         opts = self.model._meta
         context.update({**self.admin_site.each_context(request), "opts": opts, "form": form,
-                        "title": "Apply a policy bundle / 应用策略包", "has_view_permission": True,
+                        "title": _("Apply a policy bundle"), "has_view_permission": True,
                         "versions": self.get_queryset(request).select_related("tenant")[:10]})
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/policies/policybundle/apply.html", context)
@@ -173,18 +174,18 @@ class PolicyBundleAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             form.data["source"] = raw.decode("utf-8")
         context["outcome"] = outcome
         if outcome.status == "applied":
-            self.message_user(request, f"Applied / 已应用: {tenant.slug} v{outcome.version} is in force "
-                                       f"(was v{outcome.previous})", messages.SUCCESS)
+            self.message_user(request, _("Applied: %(tenant)s v%(version)s is in force (was v%(previous)s)") % {
+                "tenant": tenant.slug, "version": outcome.version, "previous": outcome.previous}, messages.SUCCESS)
             row = PolicyBundle.objects.get(tenant=tenant, version=outcome.version)
             return HttpResponseRedirect(reverse("admin:policies_policybundle_change", args=[row.pk]))
         if outcome.status == "pending":
             self.message_user(request, format_html(
-                '{} [{}]: <a href="{}">{}</a>', "This bundle loosens a HIGH or CRITICAL tool: it was sent to a "
-                "second administrator (or a platform operator) for approval / 此策略包放宽了高风险工具，已提交第二位管理员批准",
+                '{} [{}]: <a href="{}">{}</a>', _("This bundle loosens a HIGH or CRITICAL tool: it was sent to a second administrator (or a "
+                  "platform operator) for approval"),
                 outcome.code, reverse("admin:controlplane_pendingcontrolchange_change", args=[outcome.change.pk]),
                 outcome.change.pk), messages.WARNING)
             return HttpResponseRedirect(reverse("admin:controlplane_pendingcontrolchange_change",
                                                 args=[outcome.change.pk]))
         if outcome.status == "unchanged":
-            self.message_user(request, f"Unchanged / 无变化: identical to v{outcome.version} in force", messages.INFO)
+            self.message_user(request, _("Unchanged: identical to v%(version)s in force") % {"version": outcome.version}, messages.INFO)
         return None

@@ -15,6 +15,7 @@ from typing import Callable
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
 
 from agentplatform.controlplane.errors import ControlChangeRequired
 from agentplatform.controlplane.services import control_changes_propose
@@ -42,8 +43,8 @@ class ControlChangeMiddleware:
             messages.error(request, error.message)
             return HttpResponseRedirect(request.get_full_path())
         for change in changes:
-            messages.warning(request, f"Proposed; needs a second administrator: {change.summary} "
-                                      f"/ 已提交，需第二位管理员批准")
-        messages.info(request, "Nothing else of that form was saved; save other changes again without the "
-                               "proposed part / 表单中的其他修改未保存，请去掉待批准部分后重新保存")
+            messages.warning(request, _("Proposed; needs a second administrator: %(change)s") % {
+                "change": change.summary})
+        messages.info(request, _("Nothing else of that form was saved; save other changes again without the "
+                                 "proposed part"))
         return HttpResponseRedirect(reverse("admin:controlplane_pendingcontrolchange_changelist"))

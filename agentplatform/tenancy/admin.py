@@ -8,10 +8,12 @@ its groups, and delegates only the global permissions they hold themselves.
 from django.contrib import admin, messages
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, Permission
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html_join
+from django.utils.translation import gettext_lazy as _
 
 from core.errors import DomainError
 from agentplatform.tenancy.admin_scope import (
@@ -22,15 +24,19 @@ from agentplatform.tenancy.admin_scope import (
     refused_response,
     tenant_groups,
 )
+from agentplatform.tenancy.actor import current_request
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.credentials import api_token_issue
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, can_administer_user
 from agentplatform.tenancy.services import mark_group_tenant
 
-admin.site.site_header = "agentplatform administration"
-admin.site.site_title = "agentplatform admin"
-admin.site.index_title = "Tools, tenants, permissions and the evidence trail"
+admin.site.site_header = _("agentplatform administration")
+admin.site.site_title = _("agentplatform admin")
+admin.site.index_title = _("Tools, tenants, permissions and the evidence trail")
 admin.site.site_url = "/chat/"
+# The index lists every model; a sidebar repeating it on every page would leave the lists' tables
+# too little width at 1360 px.
+admin.site.enable_nav_sidebar = False
 
 
 class MembershipInline(TenantScopedMixin, admin.TabularInline):
@@ -40,8 +46,8 @@ class MembershipInline(TenantScopedMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    verbose_name = "member"
-    verbose_name_plural = "members"
+    verbose_name = _("member")
+    verbose_name_plural = _("members")
     tenant_admin_can = frozenset({"view"})
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -69,7 +75,7 @@ class TenantGroupInline(admin.StackedInline):
     model = TenantGroup
     extra = 0
     max_num = 1
-    verbose_name = "tenant (leave empty for a platform-wide group)"
+    verbose_name = _("tenant (leave empty for a platform-wide group)")
     verbose_name_plural = verbose_name
 
 
@@ -81,14 +87,40 @@ class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
     """Groups. A tenant administrator sees and creates only their tenant's groups and gives them
     only permissions they hold; platform-wide groups (no TenantGroup row) are operators' only."""
 
-    list_display = ("name", "tenant")
+    list_display = ("name", "tenant", "member_count")
+    list_select_related = ("tenant_link__tenant",)
+    readonly_fields = ("members_shown",)
     tenant_path = "tenant_link__tenant_id"
     tenant_admin_can = frozenset({"view", "add", "change", "delete"})
 
-    @admin.display(description="tenant")
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(member_total=Count("user", distinct=True))
+
+    @admin.display(description=_("tenant"))
     def tenant(self, obj: Group) -> str:
-        link = TenantGroup.objects.filter(group=obj).select_related("tenant").first()
-        return link.tenant.slug if link else "— platform-wide —"
+        try:
+            link = obj.tenant_link
+        except TenantGroup.DoesNotExist:
+            link = None
+        return link.tenant.slug if link else _("— platform-wide —")
+
+    @admin.display(description=_("members"), ordering="member_total")
+    def member_count(self, obj: Group) -> int:
+        return getattr(obj, "member_total", 0)
+
+    @admin.display(description=_("members"))
+    def members_shown(self, obj: Group) -> str:
+        """The group's members, each a link to their page (a tenant administrator sees their own
+        tenant's members only)."""
+        if obj.pk is None:
+            return "—"
+        members = obj.user_set.order_by("username")
+        viewer = getattr(current_request(), "user", None)
+        if admin_role(viewer) == TENANT_ADMINISTRATOR:
+            members = members.filter(tenant_id=viewer.tenant_id, is_superuser=False)
+        links = format_html_join(", ", '<a href="{}">{}</a>', (
+            (reverse("admin:tenancy_user_change", args=[u.pk]), u.username) for u in members))
+        return links or _("nobody yet")
 
     def get_inlines(self, request, obj):
         return [TenantGroupInline] if self.role(request) != TENANT_ADMINISTRATOR else []
@@ -128,10 +160,10 @@ class TenantGroupAdmin(TenantScopedAdminMixin, GroupAdmin):
 class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
     list_display = ("username", "tenant", "email", "is_service_account", "is_staff", "is_superuser", "is_active")
     list_filter = ("tenant", "is_service_account", "is_staff", "is_active", "groups")
-    fieldsets = UserAdmin.fieldsets + (("Tenant", {"fields": ("tenant",)}),
-                                       ("Kind", {"fields": ("is_service_account",)}))
-    add_fieldsets = UserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant",)}),
-                                               ("Kind", {"fields": ("is_service_account",)}))
+    fieldsets = UserAdmin.fieldsets + ((_("Tenant"), {"fields": ("tenant",)}),
+                                       (_("Kind"), {"fields": ("is_service_account",)}))
+    add_fieldsets = UserAdmin.add_fieldsets + ((_("Tenant"), {"fields": ("tenant",)}),
+                                               (_("Kind"), {"fields": ("is_service_account",)}))
     actions = ["issue_service_account_key"]
     tenant_admin_can = frozenset({"view", "add", "change"})
     tenant_hidden_filters = ("tenant", "groups")
@@ -152,7 +184,7 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
     def get_fieldsets(self, request, obj=None):
         fieldsets = super().get_fieldsets(request, obj)
         if self.role(request) == TENANT_ADMINISTRATOR and obj is None:  # added to the admin's tenant
-            return tuple(fs for fs in fieldsets if fs[0] != "Tenant")
+            return tuple(fs for fs in fieldsets if "tenant" not in fs[1].get("fields", ()))
         return fieldsets
 
     def get_form(self, request, obj=None, **kwargs):
@@ -182,8 +214,8 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         password page answers with a message instead of a form whose password would be discarded."""
         user = self.get_object(request, id)
         if user is not None and user.is_service_account:
-            self.message_user(request, f"{user.username} is a service account: it has no password and signs in "
-                                       "with its API key only / 服务账号没有密码，只能用 API 密钥", messages.ERROR)
+            self.message_user(request, _("%(user)s is a service account: it has no password and signs in with its API key only")
+                              % {"user": user.username}, messages.ERROR)
             return HttpResponseRedirect(reverse("admin:tenancy_user_change", args=[user.pk]))
         try:
             return super().user_change_password(request, id, form_url)
@@ -194,14 +226,14 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         """A user just moved to another tenant starts with no groups or permissions (tenancy.moves):
         the form's groups and permissions were the old tenant's, so they are not saved back."""
         if getattr(form.instance, "_moved_from_tenant", None) is not None:
-            self.message_user(request, f"{form.instance.username} moved to another tenant: their grants, groups, "
-                                       "permissions, staff status, API keys, sessions, open requests and runs "
-                                       "of the old tenant were ended; grant what they need in the new one.",
+            self.message_user(request, _("%(user)s moved to another tenant: their grants, groups, permissions, staff status, API "
+                                "keys, sessions, open requests and runs of the old tenant were ended; grant what they "
+                                "need in the new one.") % {"user": form.instance.username},
                               messages.WARNING)
             return
         super().save_related(request, form, formsets, change)
 
-    @admin.action(description="Issue API key for service account (shown once) / 为服务账号签发 API 密钥",
+    @admin.action(description=_("Issue API key for service account (shown once)"),
                   permissions=["change"])
     def issue_service_account_key(self, request: HttpRequest, queryset: QuerySet[User]) -> TemplateResponse | None:
         """Issue a new key for each selected service account (its other keys are revoked) and show
@@ -212,7 +244,7 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
         issued, refused = [], []
         for user in queryset.order_by("username"):
             if not can_administer_user(request.user, user):
-                refused.append((user, "you may not issue a key for this user"))
+                refused.append((user, _("you may not issue a key for this user")))
                 continue
             try:
                 issued.append((user, api_token_issue(user=user, rotate=True, name="issued in the admin",
@@ -223,6 +255,6 @@ class TenantUserAdmin(TenantScopedAdminMixin, UserAdmin):
             self.message_user(request, f"{user.username}: {reason}", messages.ERROR)
         if not issued:
             return None
-        context = {**self.admin_site.each_context(request), "title": "API keys issued", "issued": issued,
+        context = {**self.admin_site.each_context(request), "title": _("API keys issued"), "issued": issued,
                    "opts": self.model._meta}
         return TemplateResponse(request, "admin/tenancy/user/issued_tokens.html", context)

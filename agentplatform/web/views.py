@@ -13,12 +13,18 @@ from django.views.decorators.http import require_GET
 
 from agentplatform.runtime.demo.seed import suggestions
 from approvals.selectors import may_approve
+from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 
 
 def landing_url(user) -> str:
     """Where a signed-in person starts: people who may approve (approve_tool on
-    some tool) land on the approver dashboard, everyone else on the chat."""
-    return reverse("approvals:pending") if may_approve(user=user) else reverse("chat")
+    some tool) land on the approver dashboard, a tenant administrator on their admin,
+    everyone else on the chat."""
+    if may_approve(user=user):
+        return reverse("approvals:pending")
+    if admin_role(user) == TENANT_ADMINISTRATOR:
+        return reverse("admin:index")
+    return reverse("chat")
 
 
 @require_GET

@@ -121,7 +121,7 @@ def test_the_admin_shows_effective_access_and_what_is_missing(client, people):
     rows = {a.tool: a for a in page.context["rows"]}
     assert rows["query_inventory"].allowed and not rows["cancel_order"].allowed
     assert [c.key for c in rows["cancel_order"].missing] == ["permission"]
-    assert "permission catalog.cancel_order" in html and "refused / 不可用" in html
+    assert "permission catalog.cancel_order" in html and ">refused<" in html
     # one tool
     cancel = Tool.objects.get(name="cancel_order")
     one = client.get(f"/admin/tools/tool/effective-access/?user={requester.pk}&tool={cancel.pk}")

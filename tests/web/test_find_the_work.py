@@ -32,7 +32,7 @@ def test_approvers_land_on_the_dashboard_and_others_on_the_chat(client, approver
     assert _sign_in(client, requester)["Location"] == "/chat/"
     assert client.get("/")["Location"] == "/chat/"
     client.logout()
-    assert _sign_in(client, acme_admin)["Location"] == "/chat/"  # administers, does not approve
+    assert _sign_in(client, acme_admin)["Location"] == "/admin/"  # administers, does not approve
     client.logout()
     assert _sign_in(client, approver1, next_path="/chat/")["Location"] == "/chat/"  # an explicit next wins
 

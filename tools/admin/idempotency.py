@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from audit.admin import ReadOnlyAdminMixin
@@ -18,6 +19,6 @@ class IdempotencyRecordAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.M
     date_hierarchy = "created_at"
     list_select_related = ("tenant",)
 
-    @admin.display(description="key")
+    @admin.display(description=_("key"))
     def short_key(self, obj: IdempotencyRecord) -> str:
         return obj.key[:16] + "…"

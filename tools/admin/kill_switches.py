@@ -17,6 +17,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.models import Tenant
@@ -54,7 +55,7 @@ def _apply(model_admin: admin.ModelAdmin, request: HttpRequest, rows: QuerySet,
     missing (nothing was done; the page is shown again)."""
     reason = (request.POST.get("reason") or "").strip()
     if not reason:
-        model_admin.message_user(request, "A reason is required / 请填写原因", messages.ERROR)
+        model_admin.message_user(request, _("A reason is required"), messages.ERROR)
         return False
     for row in rows:
         try:
@@ -64,13 +65,13 @@ def _apply(model_admin: admin.ModelAdmin, request: HttpRequest, rows: QuerySet,
     return True
 
 
-@admin.action(description="Stop the selected tools (kill switch) / 停用所选工具")
+@admin.action(description=_("Stop the selected tools (kill switch)"))
 def stop_selected_tools(model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet):
     """ToolAdmin's action: after a page asking the reason (and, for an operator, where), stop each
     selected tool (policies.kill_switch.kill_switch_engage). Anyone but a tenant administrator
     or a platform operator is refused."""
     if admin_role(request.user) not in (PLATFORM_OPERATOR, TENANT_ADMINISTRATOR):
-        model_admin.message_user(request, "Only administrators stop tools", messages.ERROR)
+        model_admin.message_user(request, _("Only administrators stop tools"), messages.ERROR)
         return None
     if request.POST.get("confirm") == "yes":
         scope = request.POST.get("scope") or ""
@@ -130,15 +131,15 @@ class KillSwitchAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             actions.pop("release_selected", None)
         return actions
 
-    @admin.display(description="where")
+    @admin.display(description=_("where"))
     def scope(self, obj: KillSwitch) -> str:
         return obj.tenant.slug if obj.tenant_id is not None else "every tenant / 所有租户"
 
-    @admin.display(description="in force", boolean=True)
+    @admin.display(description=_("in force"), boolean=True)
     def active_shown(self, obj: KillSwitch) -> bool:
         return obj.active
 
-    @admin.action(description="Release the selected stops / 恢复所选工具")
+    @admin.action(description=_("Release the selected stops"))
     def release_selected(self, request: HttpRequest, queryset: QuerySet[KillSwitch]):
         """After a page asking the reason, release each selected stop (policies.kill_switch);
         a stop of every tenant selected by a tenant administrator is refused with a message."""

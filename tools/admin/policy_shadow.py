@@ -18,6 +18,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from core import clock
 from agentplatform.tenancy.models import Tenant
@@ -103,7 +104,7 @@ def shadow_report_view(request: HttpRequest) -> TemplateResponse:
                                                              **({"tenant": row["tenant_id"]} if tenant_id is None
                                                                 else {})})}
                         for would in WOULD_WORDS if row["counts"].get(would)]
-    context = {**admin.site.each_context(request), "title": "Shadow report / 影子规则报告", "form": form,
+    context = {**admin.site.each_context(request), "title": _("Shadow report"), "form": form,
                "rows": rows, "since": since, "until": until, "operator": tenant_id is None}
     request.current_app = admin.site.name
     return TemplateResponse(request, "admin/policies/shadow_report.html", context)
@@ -129,7 +130,7 @@ def shadow_calls_view(request: HttpRequest) -> TemplateResponse:
         if verdict.conversation_id:
             filters["conversation_id"] = str(verdict.conversation_id)
         verdict.audit_url = f"{audit_url}?{urlencode(filters)}"
-    context = {**admin.site.each_context(request), "title": "Shadow verdicts / 影子规则判定",
+    context = {**admin.site.each_context(request), "title": _("Shadow verdicts"),
                "page": page, "rule": request.GET.get("rule", ""), "would": would,
                "would_label": WOULD_WORDS[would][0] if would else "", "since": since, "until": until,
                "report_url": f"{reverse('admin:policies_shadow')}?{urlencode(_period_query(request))}",

@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext_lazy as _
 
 from agentplatform.tenancy.admin_scope import tenant_users
 from agentplatform.tenancy.models import User
@@ -111,7 +112,7 @@ def try_view(request: HttpRequest) -> TemplateResponse:
         except TryInvalid as exc:
             form.add_error(exc.field, exc.message)
             errors = exc.errors
-    context = {**admin.site.each_context(request), "title": "Try a call / 试运行调用", "form": form, "tried": tried,
+    context = {**admin.site.each_context(request), "title": _("Try a call"), "form": form, "tried": tried,
                "argument_errors": errors, "requesters": requesters_for(tenant_id), "tools": tools_for(tenant_id),
                "operator": role == PLATFORM_OPERATOR,
                "bundle": bundle_in_force(tried.requester.tenant_id) if tried else None}
@@ -137,14 +138,14 @@ def policy_admin_entries(request: HttpRequest, app_list: list[dict]) -> list[dic
     Policies app for operators and tenant administrators (the app is added when no model of it is)."""
     if admin_role(request.user) not in (PLATFORM_OPERATOR, TENANT_ADMINISTRATOR):
         return app_list
-    entries = [{"name": "Try a call / 试运行调用", "object_name": "PolicyTry", "admin_url": reverse("admin:policies_try"),
+    entries = [{"name": _("Try a call"), "object_name": "PolicyTry", "admin_url": reverse("admin:policies_try"),
                 "add_url": None, "view_only": True, "perms": {"view": True}},
-               {"name": "Shadow report / 影子规则报告", "object_name": "PolicyShadowReport",
+               {"name": _("Shadow report"), "object_name": "PolicyShadowReport",
                 "admin_url": reverse("admin:policies_shadow"), "add_url": None, "view_only": True,
                 "perms": {"view": True}}]
     app = next((a for a in app_list if a.get("app_label") == "policies"), None)
     if app is None:
-        app = {"name": "Policies", "app_label": "policies", "app_url": entries[0]["admin_url"],
+        app = {"name": _("Policies"), "app_label": "policies", "app_url": entries[0]["admin_url"],
                "has_module_perms": True, "models": []}
         app_list = sorted([*app_list, app], key=lambda a: a["name"].lower())
     app["models"] = [*app["models"], *(e for e in entries if e["object_name"] not in

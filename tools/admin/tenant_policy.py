@@ -6,6 +6,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR
@@ -55,7 +57,7 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
 
         return TenantForm
 
-    @admin.display(description="in effect in this tenant")
+    @admin.display(description=_("in effect in this tenant"))
     def in_effect(self, obj: TenantToolPolicy) -> str:
         if obj.pk is None:
             return "—"
@@ -64,11 +66,11 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
         spec = registry.get(obj.tool.name)
         return describe(effective_policy(spec, obj.tool, obj) if spec else None)
 
-    @admin.action(description="Enable for the tenant", permissions=["change"])
+    @admin.action(description=_("Enable for the tenant"), permissions=["change"])
     def enable_entries(self, request: HttpRequest, queryset: QuerySet[TenantToolPolicy]) -> None:
         self._set(request, queryset, enabled=True)
 
-    @admin.action(description="Disable for the tenant", permissions=["change"])
+    @admin.action(description=_("Disable for the tenant"), permissions=["change"])
     def disable_entries(self, request: HttpRequest, queryset: QuerySet[TenantToolPolicy]) -> None:
         self._set(request, queryset, enabled=False)
 
@@ -82,5 +84,9 @@ class TenantToolPolicyAdmin(LabelledChangelistMixin, TenantScopedAdminMixin, adm
                 self.message_user(request, f"{entry}: {' '.join(error.messages)}", messages.ERROR)
             else:
                 done += 1
-        self.message_user(request, f"{done} whitelist entr{'y' if done == 1 else 'ies'} "
-                                   f"{'enabled' if enabled else 'disabled'}; the next runs follow.", messages.SUCCESS)
+        self.message_user(request, (ngettext("%(n)d whitelist entry enabled; the next runs follow.",
+                                            "%(n)d whitelist entries enabled; the next runs follow.", done)
+                                   if enabled else
+                                   ngettext("%(n)d whitelist entry disabled; the next runs follow.",
+                                            "%(n)d whitelist entries disabled; the next runs follow.", done))
+                          % {"n": done}, messages.SUCCESS)

@@ -7,18 +7,14 @@ import json
 
 from django.contrib import admin
 from django.db.models import Q
-from django.http import Http404, HttpRequest
-from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
-from django.urls import path
+from django.utils.translation import gettext_lazy as _
 from guardian.admin import GuardedModelAdmin
 
 from agentplatform.tenancy.actor import current_request
-from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, tenant_users
-from agentplatform.tenancy.models import User
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 from core.visible_text import visible_html
-from tools.access import tool_access, tools_access
+from tools.admin.effective_access import EffectiveAccessMixin
 from tools.admin.forms import LabelledChangelistMixin, describe
 from tools.admin.grants import ToolGrantsMixin
 from tools.admin.inlines import TenantPolicyOnToolInline
@@ -45,12 +41,14 @@ def _without_inline_parts(entry):
 
 
 @admin.register(Tool)
-class ToolAdmin(ToolGrantsMixin, LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdmin):
+class ToolAdmin(EffectiveAccessMixin, ToolGrantsMixin, LabelledChangelistMixin, TenantScopedAdminMixin, GuardedModelAdmin):
     """Tools with guardian's "Object permissions" screen (top right of a tool's page) to grant
     `use_tool` and `approve_tool` to users and groups."""
 
+    # Registration and the time of the last change are on each tool's page (and a filter): the list
+    # fits 1360 px with the filters beside it.
     list_display = ("name", "enabled", "effective_risk", "effective_policy", "effective_quorum", "effective_ttl",
-                    "owner", "version", "source", "registered", "updated_at")
+                    "owner", "version", "source")
     list_filter = ("enabled", "registered", "source", "default_risk", "risk_override", "policy_override")
     search_fields = ("name", "description", "owner")
     readonly_fields = ("name", "description_shown", "registered", "default_risk", "default_policy", "in_effect",
@@ -58,7 +56,7 @@ class ToolAdmin(ToolGrantsMixin, LabelledChangelistMixin, TenantScopedAdminMixin
     fieldsets = (
         (None, {"fields": ("name", "description_shown", "registered", "enabled", "enable_state", "owner", "version",
                            "source", "tenant")}),
-        ("Risk and approval policy for every tenant (blank = the registry's value)", {
+        (_("Risk and approval policy for every tenant (blank = the registry's value)"), {
             "fields": (("default_risk", "risk_override"), ("default_policy", "policy_override"), "quorum",
                        "ttl_seconds", "critical_floor_waiver"),
         }),
@@ -96,86 +94,42 @@ class ToolAdmin(ToolGrantsMixin, LabelledChangelistMixin, TenantScopedAdminMixin
             tenant_policy = TenantToolPolicy.objects.filter(tool=obj, tenant_id=request.user.tenant_id).first()
         return effective_policy(spec, obj, tenant_policy)
 
-    @admin.display(description="description")
+    @admin.display(description=_("description"))
     def description_shown(self, obj: Tool):
         # Hidden characters (a remote tool's description comes from its server) shown as \u{…}.
         return visible_html(obj.description)
 
-    @admin.display(description="may be enabled?")
+    @admin.display(description=_("may be enabled?"))
     def enable_state(self, obj: Tool) -> str:
         return enable_refusal(obj) or "yes"
 
-    @admin.display(description="risk")
+    @admin.display(description=_("risk"))
     def effective_risk(self, obj: Tool) -> str:
         policy = self._effective(obj)
         return (policy.risk if policy else obj.risk) + (" (override)" if obj.risk_override else "")
 
-    @admin.display(description="approval policy")
+    @admin.display(description=_("approval policy"))
     def effective_policy(self, obj: Tool) -> str:
         policy = self._effective(obj)
         return (policy.policy if policy else obj.policy) + (" (override)" if obj.policy_override else "")
 
-    @admin.display(description="quorum")
+    @admin.display(description=_("quorum"))
     def effective_quorum(self, obj: Tool) -> int | str:
         policy = self._effective(obj)
         return policy.quorum if policy and policy.policy == "APPROVERS" else "—"
 
-    @admin.display(description="TTL (s)")
+    @admin.display(description=_("TTL (s)"))
     def effective_ttl(self, obj: Tool) -> int | str:
         policy = self._effective(obj)
         return policy.ttl_seconds if policy else "—"
 
-    @admin.display(description="in effect now")
+    @admin.display(description=_("in effect now"))
     def in_effect(self, obj: Tool) -> str:
         return describe(self._effective(obj)) + (
             " (CRITICAL is always approver-gated with at least 2 distinct approvers unless a written waiver is stored)")
 
-    # -- effective access: may this user use this tool, and what is missing (tools.access) ---------
-
     change_list_template = "admin/tools/tool/change_list.html"
     change_form_template = "admin/tools/tool/change_form.html"  # guardian's, plus the effective-access link
-
-    def get_urls(self):
-        urls = super().get_urls()
-        view = self.admin_site.admin_view(self.effective_access_view)
-        return [path("effective-access/", view, name="tools_tool_effective_access")] + urls
-
-    def effective_access_view(self, request: HttpRequest) -> TemplateResponse:
-        """`/admin/tools/tool/effective-access/?user=<id>[&tool=<id>]`: for one user, each tool (or
-        the one chosen) with every condition of access (tools.access) held or missing, and who can
-        fix it. Operators pick any member of a tenant; a tenant administrator only their tenant's
-        members (another tenant's user, or a superuser, answers 404)."""
-        role = self.role(request)
-        if role is None:
-            raise Http404("no access")
-        users = User.objects.filter(tenant__isnull=False)
-        if role == TENANT_ADMINISTRATOR:
-            users = tenant_users(request.user.tenant_id).filter(is_superuser=False)
-        users = users.order_by("username")
-        chosen = tool = None
-        if request.GET.get("user"):
-            chosen = get_object_or_404(users, pk=request.GET["user"]) if request.GET["user"].isdigit() else None
-            if chosen is None:
-                raise Http404("no such user")
-        # The tools this viewer may see (another tenant's MCP tools are not among them), and of
-        # those, for a chosen user, the ones their tenant can see at all.
-        tools = self.get_queryset(request)
-        if chosen is not None:
-            tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=chosen.tenant_id))
-        if request.GET.get("tool"):
-            tool = get_object_or_404(tools, pk=request.GET["tool"]) if request.GET["tool"].isdigit() else None
-            if tool is None:
-                raise Http404("no such tool")
-        rows = []
-        if chosen is not None:
-            rows = [tool_access(user=chosen, tool=tool)] if tool is not None else tools_access(user=chosen)
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta,
-                   "title": "Effective access / 实际权限", "users": users, "tools": tools.order_by("name"),
-                   "chosen": chosen, "tool": tool, "rows": rows,
-                   "keys": [("member", "member / 成员"), ("platform", "platform / 平台"), ("tenant", "tenant / 租户"),
-                            ("use_tool", "use_tool"), ("permission", "permission / 权限")]}
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/tools/tool/effective_access.html", context)
 
     def history_view(self, request, object_id, extra_context=None):
         """A shared tool's history, without the rows of its tenant whitelist inline for a tenant
