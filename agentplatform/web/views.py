@@ -12,13 +12,19 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from agentplatform.runtime.demo.seed import suggestions
+from agentplatform.tenancy.roles import is_auditor
 from approvals.selectors import may_approve
 
 
 def landing_url(user) -> str:
     """Where a signed-in person starts: people who may approve (approve_tool on
-    some tool) land on the approver dashboard, everyone else on the chat."""
-    return reverse("approvals:pending") if may_approve(user=user) else reverse("chat")
+    some tool) land on the approver dashboard, auditors who are not administrators on the audit
+    trail, everyone else on the chat."""
+    if may_approve(user=user):
+        return reverse("approvals:pending")
+    if is_auditor(user) and not user.is_staff:
+        return reverse("auditor:trail")
+    return reverse("chat")
 
 
 @require_GET
