@@ -3,6 +3,9 @@
    hash, or the first row that does not fit. */
 (function () {
   "use strict";
+  // the filters stay open on a wide screen; on a phone they fold under "Filters" unless one is set
+  var filters = document.querySelector("[data-testid=more-filters]");
+  if (filters && window.matchMedia("(min-width: 761px)").matches) filters.open = true;
   var button = document.querySelector("[data-verify-url]");
   if (!button) return;
   var panel = document.querySelector("[data-testid=verify-panel]");

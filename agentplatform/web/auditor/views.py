@@ -44,7 +44,7 @@ def trail(request: HttpRequest) -> HttpResponse:
     query.pop("before", None)
     return render(request, "auditor/trail.html", {
         "form": form, "page": page, "rows": [trail_row(e) for e in page.rows], "query": query.urlencode(),
-        "verify_step_rows": STEP_ROWS, "filtered": any(v for k, v in query.items() if k != "setup"),
+        "verify_step_rows": STEP_ROWS, "filtered": any(v for k, v in query.items() if k not in ("setup", "q")),
     })
 
 
