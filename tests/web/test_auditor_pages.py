@@ -203,3 +203,15 @@ def test_verify_walks_the_whole_chain_for_auditors_only(client, auditor, request
     head = AuditEvent.objects.filter(tenant=auditor.tenant).count()
     assert report == {"checked_through": head, "head_seq": head, "done": True, "ok": True, "problem": "",
                       "bad_seq": None, "head_hash": report["head_hash"]} and len(report["head_hash"]) == 64
+
+
+def test_demo_changes_names_an_auditor_who_lost_the_trail_and_reset_restores_it(auditor):
+    from agentplatform.runtime.demo.seed import demo_changes
+
+    assert demo_changes() == []
+    auditor.groups.clear()
+    assert "acme-auditor may no longer read the audit trail" in demo_changes()
+    seed_demo()  # a second seed keeps what an administrator changed
+    assert "acme-auditor may no longer read the audit trail" in demo_changes()
+    seed_demo(reset=True)
+    assert demo_changes() == [] and auditor.groups.get().name == "acme-auditors"

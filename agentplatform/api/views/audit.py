@@ -72,7 +72,8 @@ class AuditEventListApi(ApiView):
     """The audit trail of my tenant for holders of `audit.export_auditevent` (403 otherwise).
 
     JSON: newest first, cursor-paginated. `?format=jsonl` / `?format=csv` (or the matching Accept
-    header): the whole filtered trail, oldest first, streamed as a download.
+    header): the whole filtered trail in chain order (oldest first), streamed as a download, with
+    the chain columns so the file can be checked offline (audit.export, docs/audit.md).
     """
 
     permission_classes = [IsAuthenticated, CanReadAudit]
