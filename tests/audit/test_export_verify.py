@@ -175,3 +175,18 @@ def test_the_stepwise_check_names_an_edited_row(requester):
     assert not report.ok and report.bad_seq == bad
     assert f"chain_seq={bad} id={rows[3].pk} does not match its hash" in report.problem
     assert report.checked_through == bad - 1
+
+
+def test_a_row_shown_redacted_keeps_its_secret_out_and_is_checked_by_its_digest(tmp_path, requester):
+    _rows(requester, 2)
+    events.tool_call_decided(tenant_id=requester.tenant_id, decision="FAILED", tool_name="cancel_order",
+                             message="server at https://bob:hunter2@mcp.example.com/mcp?api_key=s3cret failed")
+    rows = AuditEvent.objects.filter(tenant=requester.tenant)
+    for kind in ("csv", "jsonl"):
+        path = _export(tmp_path, rows, kind)
+        text = path.read_text(encoding="utf-8")
+        assert "hunter2" not in text and "s3cret" not in text
+        count, _, _, redacted = verify(str(path))
+        assert (count, redacted) == (rows.count(), 1)
+        code, out = _cli(path)
+        assert code == 0 and "1 row(s) redacted on export" in out
