@@ -215,3 +215,11 @@ def test_demo_changes_names_an_auditor_who_lost_the_trail_and_reset_restores_it(
     assert "acme-auditor may no longer read the audit trail" in demo_changes()
     seed_demo(reset=True)
     assert demo_changes() == [] and auditor.groups.get().name == "acme-auditors"
+
+
+def test_the_api_finds_every_row_about_an_order(client, auditor, story):
+    client.force_login(auditor)
+    body = client.get("/api/v1/audit-events/", {"object": CANCEL, "page_size": 500}).json()
+    expected = AuditEvent.objects.filter(tenant=auditor.tenant, masked_arguments__order_id=CANCEL).count()
+    assert len(body["results"]) == expected >= 4
+    assert all(row["masked_arguments"]["order_id"] == CANCEL for row in body["results"])

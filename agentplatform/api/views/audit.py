@@ -92,6 +92,8 @@ class AuditEventListApi(ApiView):
                                                  "tool: every other event.")
         object_type = StrictCharField(required=False, max_length=64,
                                       help_text="Control-plane object type (masked_arguments.object.type).")
+        object = StrictCharField(required=False, max_length=128,
+                                 help_text="What the rows are about, e.g. an order id: every row about it.")
         from_ = StrictDateTimeField(required=False, help_text="Occurred at or after (ISO 8601 date-time).")
         to = StrictDateTimeField(required=False, help_text="Occurred before (ISO 8601 date-time).")
 
@@ -132,7 +134,7 @@ class AuditEventListApi(ApiView):
         rows = audit_events_for(tenant_id=request.user.tenant_id, tool=f.get("tool"), username=f.get("user"),
                                 status=f.get("status"), decision=f.get("decision"),
                                 occurred_from=f.get("from"), occurred_to=f.get("to"), kind=f.get("kind"),
-                                object_type=f.get("object_type"))
+                                object_type=f.get("object_type"), business_object=f.get("object"))
         export = request.accepted_renderer.format
         if export in ("jsonl", "csv"):
             lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
