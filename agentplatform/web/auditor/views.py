@@ -15,7 +15,7 @@ from agentplatform.web.auditor.filters import TrailFilterForm
 from agentplatform.web.auditor.presentation import trail_row
 from audit.export import csv_lines, jsonl_lines
 from audit.trail import trail_page, trail_rows
-from audit.verify_steps import STEP_ROWS, verify_step
+from audit.verify_steps import verify_step
 from core import clock
 from core.redaction.text import mask_text
 
@@ -44,7 +44,7 @@ def trail(request: HttpRequest) -> HttpResponse:
     query.pop("before", None)
     return render(request, "auditor/trail.html", {
         "form": form, "page": page, "rows": [trail_row(e) for e in page.rows], "query": query.urlencode(),
-        "verify_step_rows": STEP_ROWS, "filtered": any(v for k, v in query.items() if k not in ("setup", "q")),
+        "filtered": any(v for k, v in query.items() if k not in ("setup", "q")),
     })
 
 
@@ -69,7 +69,7 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 @require_GET
 @auditor_required
 def verify(request: HttpRequest) -> JsonResponse:
-    """`/audit/verify/?after=N`: check the next STEP_ROWS rows of the tenant's chain after position
+    """`/audit/verify/?after=N`: check the next rows (audit.verify_steps.STEP_ROWS) of the tenant's chain after position
     N (0 to start). JSON {"checked_through", "head_seq", "head_hash", "done", "ok", "problem",
     "bad_seq"}; the page's script calls it until `done`."""
     report = verify_step(tenant_id=request.user.tenant_id, after=_int(request.GET.get("after")) or 0)
