@@ -69,8 +69,8 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
 @require_GET
 @auditor_required
 def verify(request: HttpRequest) -> JsonResponse:
-    """`/audit/verify/?after=N`: check the next rows (audit.verify_steps.STEP_ROWS) of the tenant's chain after position
-    N (0 to start). JSON {"checked_through", "head_seq", "head_hash", "done", "ok", "problem",
+    """`/audit/verify/?after=N`: check the next audit.verify_steps.STEP_ROWS rows of the tenant's
+    chain after position N (0 to start). JSON {"checked_through", "head_seq", "head_hash", "done", "ok", "problem",
     "bad_seq"}; the page's script calls it until `done`."""
     report = verify_step(tenant_id=request.user.tenant_id, after=_int(request.GET.get("after")) or 0)
     return JsonResponse({"checked_through": report.checked_through, "head_seq": report.head_seq,
