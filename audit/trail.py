@@ -6,7 +6,7 @@ trail (the total shown is the chain head's position, one row). A search by busin
 the index (tenant, business_object, chain_seq) (audit.subjects).
 
 Set-up rows: control-plane changes written by no person outside any web request (the demo's
-seeding, `manage.py` commands, migrations: decision CONTROL_CHANGE, no actor, no request id). They
+set-up, `manage.py` commands, migrations: decision CONTROL_CHANGE, no actor, no request id). They
 are hidden unless `setup=True`; everything a signed-in person or the agent did stays visible.
 """
 from __future__ import annotations
