@@ -223,3 +223,10 @@ def test_the_api_finds_every_row_about_an_order(client, auditor, story):
     expected = AuditEvent.objects.filter(tenant=auditor.tenant, masked_arguments__order_id=CANCEL).count()
     assert len(body["results"]) == expected >= 4
     assert all(row["masked_arguments"]["order_id"] == CANCEL for row in body["results"])
+
+
+@pytest.mark.parametrize("query", ["page_size=true", "page_size=0", "cursor=bm90LW91cnM"])
+def test_the_api_export_refuses_list_parameters_it_would_ignore(client, auditor, query):
+    client.force_login(auditor)
+    response = client.get(f"/api/v1/audit-events/?format=csv&{query}")
+    assert response.status_code == 400 and response.json()["code"] in ("INVALID_ARGUMENTS", "INVALID_CURSOR")

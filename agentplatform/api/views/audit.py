@@ -137,6 +137,11 @@ class AuditEventListApi(ApiView):
                                 object_type=f.get("object_type"), business_object=f.get("object"))
         export = request.accepted_renderer.format
         if export in ("jsonl", "csv"):
+            # the list's own parameters are checked in every format (an export ignores them)
+            paginator = self.pagination_class()
+            paginator._model = AuditEvent
+            paginator.get_page_size(request)
+            paginator.decode_cursor(request)
             lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
             content_type = f"{request.accepted_renderer.media_type}; charset=utf-8"
             response = StreamingHttpResponse(lines, content_type=content_type)
