@@ -146,6 +146,7 @@ TEMPLATES = [
                 "approvals.context_processors.approvals_nav",
                 # whether the navigation links the approval overview (administrators, auditors; lazy)
                 "approvals.overview_access.overview_nav",
+                "agentplatform.web.auditor.context.auditor_nav",  # the Audit link, for auditors
             ],
         },
     },

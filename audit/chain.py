@@ -11,7 +11,7 @@ The link of one event (all hex SHA-256, UTF-8):
 
 `chain_seq` counts the tenant's events from 1 without gaps; `prev_hash` is the `row_hash` of the
 tenant's event with `chain_seq - 1` ("" for the first). Canonical JSON: every concrete column of
-the row except the three chain columns, by attribute name (`tenant_id`, `actor_id`, ...), values
+the row except the three chain columns and `business_object`, by attribute name (`tenant_id`, `actor_id`, ...), values
 converted by the field's own `to_python`, datetimes as UTC ISO 8601 with microseconds, UUIDs as
 lower-case text, integral floats as integers (jsonb returns 1e16 as an integer), keys sorted, no
 spaces, non-ASCII kept. Columns whose value is NULL or "" are left out, so a column added later
@@ -41,6 +41,9 @@ from django.db import connection, transaction
 from core.sql.values import column_values
 
 CHAIN_FIELDS = ("chain_seq", "prev_hash", "row_hash")
+# Columns outside the hashed body: the chain's own, and `business_object` (audit.subjects), a search
+# aid derived from the hashed masked_arguments, so filling it for older rows changes no link.
+UNHASHED_FIELDS = CHAIN_FIELDS + ("business_object",)
 _SQL_CACHE: dict[tuple, str] = {}
 
 
@@ -78,7 +81,7 @@ def canonical_json(values: dict[str, Any]) -> str:
     """
     body: dict[str, Any] = {}
     for field in _event_model()._meta.concrete_fields:
-        if field.attname in CHAIN_FIELDS or field.attname not in values:
+        if field.attname in UNHASHED_FIELDS or field.attname not in values:
             continue
         value = values[field.attname]
         if value is None or value == "":

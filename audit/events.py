@@ -24,6 +24,7 @@ from core.redaction.text import mask_json, mask_text
 from audit import metrics
 from audit.chain import CHAIN_FIELDS, insert_chained
 from audit.models import AuditEvent
+from audit.subjects import business_object_of
 
 Decision = AuditEvent.Decision
 
@@ -61,8 +62,7 @@ def _write(
     execution, which process ran it under which run lease ({"holder": "host:pid", "lease": ISO 8601
     or None}, see AuditEvent.execution). `policy_version` / `policy_rules`: the bundle version and
     the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError on failure.
-    The row is written by `audit.chain.insert_chained` (on PostgreSQL one statement that also
-    advances the tenant's hash chain, no ORM compile: it is on every governed call).
+    Written by `audit.chain.insert_chained` (on PostgreSQL one statement with the chain advance).
     """
     event = AuditEvent(
         tenant_id=tenant_id,
@@ -88,6 +88,7 @@ def _write(
         execution=execution,
         policy_version=policy_version, policy_rules=list(policy_rules) if policy_rules else None,
     )
+    event.business_object = business_object_of(decision=decision, masked_arguments=event.masked_arguments)
     event.occurred_at = timezone.now()  # what auto_now_add would set
     event.chain_seq, event.prev_hash, event.row_hash = insert_chained(
         {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields if f.attname not in CHAIN_FIELDS})
@@ -123,10 +124,9 @@ def record_sampled(*, group: str, tenant_id: int, message: str, **fields: Any) -
 # --- Tool calls -------------------------------------------------------------------------------
 
 def tool_call_decided(*, decision: str, **fields: Any) -> AuditEvent:
-    """One row of the governed tool-call pipeline (tools.manager): the pipeline chooses the
-    decision as it learns the call's fate (ALLOWED, EXECUTED, FAILED, IDEMPOTENT_HIT, DENIED,
-    INVALID, NOT_FOUND, CONFIRMATION_REQUIRED, EXPIRED, REFUSED). `decision` must be one of
-    `AuditEvent.Decision` (ValueError otherwise); other fields as `_write`. Returns the row."""
+    """One row of the governed tool-call pipeline (tools.manager), decided as it learns the call's
+    fate (ALLOWED, EXECUTED, FAILED, IDEMPOTENT_HIT, DENIED, INVALID, NOT_FOUND, CONFIRMATION_REQUIRED,
+    EXPIRED, REFUSED): one of `AuditEvent.Decision` (ValueError otherwise); fields as `_write`."""
     return _write(decision=Decision(decision), **fields)
 
 

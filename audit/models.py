@@ -15,6 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from audit.chain import CHAIN_FIELDS, insert_chained
+from audit.subjects import business_object_of
 
 
 class AuditImmutable(Exception):
@@ -95,6 +96,10 @@ class AuditEvent(models.Model):
     # and limits that set its gate or denied it (docs/policy.md). Empty: no bundle, or the registry decided.
     policy_version = models.PositiveIntegerField(null=True, blank=True)
     policy_rules = models.JSONField(null=True, blank=True)
+    # What the row is about (an order id, ...; audit.subjects): derived from masked_arguments when
+    # the row is written, outside the hashed body (audit.chain.UNHASHED_FIELDS), for the auditor's search.
+    business_object = models.CharField(max_length=128, blank=True, editable=False,
+                                       help_text="The business object the row is about (e.g. an order id).")
     # The hash chain (audit.chain): position in the tenant's trail, the previous event's hash, and
     # SHA-256(prev_hash:chain_seq:SHA-256(canonical JSON of this row)). Set by the database write.
     chain_seq = models.BigIntegerField(null=True, blank=True, editable=False)
@@ -106,7 +111,8 @@ class AuditEvent(models.Model):
     class Meta:
         ordering = ["occurred_at", "id"]
         permissions = [("export_auditevent", "Can read and export the audit trail")]
-        indexes = [models.Index(fields=["tenant", "occurred_at"])]
+        indexes = [models.Index(fields=["tenant", "occurred_at"]),
+                   models.Index(fields=["tenant", "business_object", "chain_seq"], name="audit_event_object")]
         constraints = [models.UniqueConstraint(fields=["tenant", "chain_seq"], name="audit_event_chain_position")]
 
     def __str__(self) -> str:
@@ -119,6 +125,8 @@ class AuditEvent(models.Model):
             raise AuditImmutable("audit events are append-only")
         if self.occurred_at is None:
             self.occurred_at = timezone.now()
+        if not self.business_object:
+            self.business_object = business_object_of(decision=self.decision, masked_arguments=self.masked_arguments)
         values = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields
                   if f.attname not in CHAIN_FIELDS}
         self.chain_seq, self.prev_hash, self.row_hash = insert_chained(values)

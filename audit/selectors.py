@@ -21,6 +21,7 @@ def audit_events_for(
     occurred_to: datetime.datetime | None = None,
     kind: str | None = None,
     object_type: str | None = None,
+    business_object: str | None = None,
 ) -> QuerySet[AuditEvent]:
     """The audit events of one tenant, filtered, oldest first (ordered by occurred_at, id).
 
@@ -28,6 +29,7 @@ def audit_events_for(
     decision: an AuditEvent.Decision value. occurred_from (inclusive) / occurred_to (exclusive):
     aware datetimes. kind: "control" (control-plane changes, decision CONTROL_CHANGE) or "tool"
     (every other event). object_type: the control-plane object's type (masked_arguments.object.type).
+    business_object: what the rows are about, exact (an order id; audit.subjects).
     A reader without a tenant (tenant_id None) gets nothing.
     """
     if tenant_id is None:
@@ -47,6 +49,8 @@ def audit_events_for(
         rows = rows.exclude(decision=CONTROL_CHANGE)
     if object_type:
         rows = rows.filter(decision=CONTROL_CHANGE, masked_arguments__object__type=object_type)
+    if business_object:
+        rows = rows.filter(business_object=business_object)
     if occurred_from is not None:
         rows = rows.filter(occurred_at__gte=occurred_from)
     if occurred_to is not None:

@@ -12,18 +12,20 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
 from agentplatform.runtime.demo.seed import suggestions
+from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, is_auditor
 from approvals.selectors import may_approve
-from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role
 
 
 def landing_url(user) -> str:
     """Where a signed-in person starts: people who may approve (approve_tool on
-    some tool) land on the approver dashboard, a tenant administrator on their admin,
-    everyone else on the chat."""
+    some tool) land on the approver dashboard, a tenant administrator on their admin, auditors who
+    are not administrators on the audit trail, everyone else on the chat."""
     if may_approve(user=user):
         return reverse("approvals:pending")
     if admin_role(user) == TENANT_ADMINISTRATOR:
         return reverse("admin:index")
+    if is_auditor(user) and not user.is_staff:
+        return reverse("auditor:trail")
     return reverse("chat")
 
 

@@ -154,10 +154,10 @@ def test_api_token_issue_and_revocation_are_audited_without_the_key(client, mark
 
 def test_group_created_by_a_tenant_admin_is_audited_in_their_tenant(client, mark, acme_admin):
     client.force_login(acme_admin)
-    assert client.post(admin_url(Group, "add"), {"name": "acme-auditors"}).status_code == 302
+    assert client.post(admin_url(Group, "add"), {"name": "acme-reviewers"}).status_code == 302
     kinds = [(_details(r)["object"]["type"], r.status, r.tenant_id) for r in mark()]
     assert ("group_tenant", "CREATED", acme_admin.tenant_id) in kinds
-    assert TenantGroup.objects.filter(group__name="acme-auditors").exists()
+    assert TenantGroup.objects.filter(group__name="acme-reviewers").exists()
 
 
 def test_the_change_and_its_audit_row_commit_or_fail_together(mark, requester):

@@ -198,9 +198,9 @@ def test_tenant_admin_cannot_issue_or_revoke_tokens_of_another_tenant(client, ac
 
 def test_tenant_admin_group_lands_in_their_tenant(client, acme_admin):
     client.force_login(acme_admin)
-    response = client.post(admin_url(Group, "add"), {"name": "acme-auditors"})
+    response = client.post(admin_url(Group, "add"), {"name": "acme-reviewers"})
     assert response.status_code == 302, response.content.decode()[:2000]
-    assert TenantGroup.objects.get(group__name="acme-auditors").tenant_id == acme_admin.tenant_id
+    assert TenantGroup.objects.get(group__name="acme-reviewers").tenant_id == acme_admin.tenant_id
 
 
 def test_tenant_admin_adds_members_only_to_their_tenant(client, acme_admin, outsider):

@@ -72,7 +72,8 @@ class AuditEventListApi(ApiView):
     """The audit trail of my tenant for holders of `audit.export_auditevent` (403 otherwise).
 
     JSON: newest first, cursor-paginated. `?format=jsonl` / `?format=csv` (or the matching Accept
-    header): the whole filtered trail, oldest first, streamed as a download.
+    header): the whole filtered trail in chain order (oldest first), streamed as a download, with
+    the chain columns so the file can be checked offline (audit.export, docs/audit.md).
     """
 
     permission_classes = [IsAuthenticated, CanReadAudit]
@@ -91,6 +92,8 @@ class AuditEventListApi(ApiView):
                                                  "tool: every other event.")
         object_type = StrictCharField(required=False, max_length=64,
                                       help_text="Control-plane object type (masked_arguments.object.type).")
+        object = StrictCharField(required=False, max_length=128,
+                                 help_text="What the rows are about, e.g. an order id: every row about it.")
         from_ = StrictDateTimeField(required=False, help_text="Occurred at or after (ISO 8601 date-time).")
         to = StrictDateTimeField(required=False, help_text="Occurred before (ISO 8601 date-time).")
 
@@ -131,9 +134,14 @@ class AuditEventListApi(ApiView):
         rows = audit_events_for(tenant_id=request.user.tenant_id, tool=f.get("tool"), username=f.get("user"),
                                 status=f.get("status"), decision=f.get("decision"),
                                 occurred_from=f.get("from"), occurred_to=f.get("to"), kind=f.get("kind"),
-                                object_type=f.get("object_type"))
+                                object_type=f.get("object_type"), business_object=f.get("object"))
         export = request.accepted_renderer.format
         if export in ("jsonl", "csv"):
+            # the list's own parameters are checked in every format (an export ignores them)
+            paginator = self.pagination_class()
+            paginator._model = AuditEvent
+            paginator.get_page_size(request)
+            paginator.decode_cursor(request)
             lines = jsonl_lines(rows) if export == "jsonl" else csv_lines(rows)
             content_type = f"{request.accepted_renderer.media_type}; charset=utf-8"
             response = StreamingHttpResponse(lines, content_type=content_type)

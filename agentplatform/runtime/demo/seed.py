@@ -6,7 +6,8 @@ order permissions, use_tool on all four tools), `<t>-nobody` (no permissions), `
 that tenant), `<t>-admin` and `<t>-admin2` (tenant administrators: staff, not superuser, holding the catalog
 permissions they may delegate; two, so one can approve the other's control changes), `<t>-integration`
 (a service account: no password sign-in, use_tool on the read-only tools only, never an approver;
-docs/roles.md "Service accounts"). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
+docs/roles.md "Service accounts"), `<t>-auditor` (read-only: the audit trail, via `<t>-auditors`,
+agentplatform.runtime.demo.auditors). One platform operator, PLATFORM_OPERATOR (superuser, no tenant). Roles:
 docs/roles.md. Password of every demo user: DEMO_PASSWORD. Every demo user has the address
 `<username>@example.com` (a reserved domain: no mail reaches anyone).
 
@@ -21,8 +22,9 @@ from decimal import Decimal
 
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
-from guardian.shortcuts import assign_perm, get_perms, remove_perm
+from guardian.shortcuts import assign_perm, get_perms
 
+from agentplatform.runtime.demo.auditors import auditor_changes, seed_auditor, strip_user
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.services import tenant_group_create
 from tools.catalog.models import Cancellation, Order, Refund, StockLevel
@@ -184,7 +186,7 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
                 approver.groups.add(approvers)
         nobody, _ = _user(tenant, "nobody", reset=reset)
         if reset:
-            _strip(nobody, tools.values())
+            strip_user(nobody, tools.values())
         admins = {}
         # Two tenant administrators: a change that empowers an approver needs a second one
         # (dual control, docs/roles.md "Trust model").
@@ -196,7 +198,8 @@ def seed_demo(*, reset: bool = False) -> dict[str, dict[str, User]]:
             admins[persona] = admin_user
         integration = _service_account(tenant, tools, catalog, reset=reset)
         people[slug] = {"requester": requester, "nobody": nobody, "approver1": approver1, "approver2": approver2,
-                        **admins, "integration": integration}
+                        **admins, "integration": integration,
+                        "auditor": seed_auditor(tenant, reset=reset, make_user=_user)}
         for sku, warehouse, available, locked in STOCK:
             StockLevel.objects.get_or_create(
                 tenant=tenant, sku=sku, warehouse_code=warehouse,
@@ -232,15 +235,6 @@ def _service_account(tenant: Tenant, tools: dict[str, Tool], catalog: list[Permi
             if spec is not None and spec.read_only:
                 assign_perm("tools.use_tool", user, tool)
     return user
-
-
-def _strip(user: User, tools) -> None:
-    """No permission, group or tool grant left on `user` (the seeded `<t>-nobody`)."""
-    user.user_permissions.clear()
-    user.groups.clear()
-    for tool in tools:
-        for perm in get_perms(user, tool):
-            remove_perm(f"tools.{perm}", user, tool)
 
 
 def demo_changes() -> list[str]:
@@ -286,6 +280,7 @@ def demo_changes() -> list[str]:
         nobody = users.get(f"{tenant.slug}-nobody")
         if nobody is not None and (nobody.get_all_permissions() or any(get_perms(nobody, t) for t in tools.values())):
             changes.append(f"{nobody.username} was given permissions")
+        changes += auditor_changes(tenant)
     return changes
 
 

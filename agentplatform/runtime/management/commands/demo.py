@@ -89,7 +89,7 @@ class Command(PolicyStory, BaseCommand):
                 f"(password {DEMO_PASSWORD}); orders {', '.join(tries)} are still PAID for you to try "
                 "(the chat's suggestions name them). Then acme-approver1 and acme-approver2 at /approvals/, "
                 "acme-admin or platform-operator at /admin/ (an approver grant waits there for a second "
-                "administrator: acme-admin2). See README, \"After make demo\".")
+                "administrator: acme-admin2), acme-auditor at /audit/ (filter, export, Verify). See README, \"After make demo\".")
 
     # -- the story ------------------------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""The chain check (audit.chain) in bounded steps, for a page that verifies a long trail while
+showing progress: each step checks at most `limit` rows after a position the caller names and
+says where to continue, so no request holds a cursor or runs longer than one batch.
+
+A step trusts nothing the caller sends but the position: the previous row's hash is read from the
+database and that row was itself checked by the step before (or is checked again when the caller
+starts elsewhere). The last step also compares the chain head and looks for rows inserted around
+the chain (without a position), as `manage.py audit_verify` does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from audit.chain import body_digest, link_hash
+from audit.models import AuditChainHead, AuditEvent
+
+STEP_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One step. checked_through: the last chain position that holds (the `after` of the next
+    step). head_seq / head_hash: the tenant's chain head. done: nothing left to check (or a
+    fault was found). problem: the first fault, naming the row (chain_seq and id), "" when none.
+    bad_seq: that row's chain position (None when the fault names none)."""
+
+    checked_through: int
+    head_seq: int
+    head_hash: str
+    done: bool
+    problem: str = ""
+    bad_seq: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No fault so far."""
+        return not self.problem
+
+
+def verify_step(*, tenant_id: int, after: int = 0, limit: int = STEP_ROWS) -> StepReport:
+    """Check the tenant's rows with chain_seq in (after, after + limit].
+
+    after: the last position already checked (0 to start). limit: rows per step (1..STEP_ROWS).
+    Returns a StepReport; never raises for a broken chain (it reports it).
+    """
+    limit = max(1, min(limit, STEP_ROWS))
+    after = max(0, after)
+    head = AuditChainHead.objects.filter(tenant_id=tenant_id).values("seq", "hash").first() or {"seq": 0, "hash": ""}
+
+    def report(through: int, done: bool, problem: str = "", bad: int | None = None) -> StepReport:
+        return StepReport(through, head["seq"], head["hash"], done or bool(problem), problem, bad)
+
+    prev_hash = ""
+    if after:
+        prev_hash = AuditEvent.objects.filter(tenant_id=tenant_id, chain_seq=after).values_list(
+            "row_hash", flat=True).first()
+        if prev_hash is None:
+            return report(after, True, f"row chain_seq={after} is missing: deleted", after)
+    names = [f.attname for f in AuditEvent._meta.concrete_fields]
+    rows = (AuditEvent.objects.filter(tenant_id=tenant_id, chain_seq__gt=after).order_by("chain_seq")
+            .values(*names)[:limit])
+    expected = after + 1
+    for row in rows:
+        seq, name = row["chain_seq"], f"row chain_seq={row['chain_seq']} id={row['id']}"
+        if seq != expected:
+            return report(expected - 1, True, f"missing row(s) chain_seq={expected}..{seq - 1} before {name}: "
+                                              "deleted", expected)
+        if row["prev_hash"] != prev_hash:
+            return report(expected - 1, True, f"{name} does not link to chain_seq={seq - 1}: rows reordered, "
+                                              "replaced or inserted", seq)
+        if link_hash(prev_hash, seq, body_digest(row)) != row["row_hash"]:
+            return report(expected - 1, True, f"{name} does not match its hash: the row was edited", seq)
+        prev_hash, expected = row["row_hash"], seq + 1
+    through = expected - 1
+    if through < head["seq"] and through - after == limit:
+        return report(through, False)
+    if head["seq"] != through or head["hash"] != prev_hash:
+        return report(through, True, f"the chain head is at chain_seq={head['seq']} but the last row is "
+                                     f"chain_seq={through}: the newest row(s) were deleted or the head was altered",
+                      through + 1)
+    stray = AuditEvent.objects.filter(tenant_id=tenant_id, chain_seq__isnull=True).values_list("id", flat=True).first()
+    if stray is not None:
+        return report(through, True, f"row id={stray} has no chain position: it was inserted around the chain")
+    return report(through, True)
