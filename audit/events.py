@@ -20,6 +20,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from core import correlation
+from core.redaction.endpoints import scrub_urls
 from core.redaction.text import mask_json, mask_text
 from audit import metrics
 from audit.chain import CHAIN_FIELDS, insert_chained
@@ -58,7 +59,8 @@ def _write(
     `tool_owner` / `tool_version`: the tool's owner and version when the call was decided, "" when
     the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields); every
     string in it and `message` go through core.redaction.text once more (free text: cards, ids,
-    phones, tokens); a raw token must never be passed in any field. `execution`: on the rows of an
+    phones, tokens; a URL's password, query and fragment in `message` are replaced as
+    core.redaction.endpoints.scrub_urls does); a raw token must never be passed in any field. `execution`: on the rows of an
     execution, which process ran it under which run lease ({"holder": "host:pid", "lease": ISO 8601
     or None}, see AuditEvent.execution). `policy_version` / `policy_rules`: the bundle version and
     the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError on failure.
@@ -84,7 +86,7 @@ def _write(
         idempotency_key=idempotency_key,
         business_result_id=business_result_id[:128],
         duration_ms=duration_ms,
-        message=mask_text(message)[:500],
+        message=scrub_urls(mask_text(message))[:500],
         execution=execution,
         policy_version=policy_version, policy_rules=list(policy_rules) if policy_rules else None,
     )

@@ -76,3 +76,14 @@ def test_tokens_never_reach_storage_logs_or_the_model(requester, model, caplog):
         secret = token.removeprefix("ct_")
         leaks = [place for place, text in places.items() if secret in text]
         assert leaks == [], f"token found in {leaks}"
+
+
+def test_a_url_password_in_a_message_is_not_stored(requester):
+    from audit import events
+
+    row = events.control_change_recorded(
+        tenant_id=requester.tenant_id, status="SERVER_ADDED", masked_arguments={},
+        message="server added at https://bob:hunter2@mcp.example.com/rpc?key=abc123 by admin")
+    stored = AuditEvent.objects.get(pk=row.pk).message
+    assert "hunter2" not in stored and "abc123" not in stored
+    assert "mcp.example.com" in stored
