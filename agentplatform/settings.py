@@ -451,6 +451,8 @@ WEBHOOK_RETRY_BACKOFF_MAX = env_int("WEBHOOK_RETRY_BACKOFF_MAX", 600)
 WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env_bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", False)
 # How often the approver dashboard and the navigation's count ask what changed (seconds).
 APPROVALS_POLL_SECONDS = env_int("APPROVALS_POLL_SECONDS", 5)
+# How long opening a request (or its Claim button) reserves it for the approver (seconds).
+APPROVAL_CLAIM_SECONDS = env_int("APPROVAL_CLAIM_SECONDS", 300)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)

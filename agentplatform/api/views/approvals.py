@@ -16,7 +16,7 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from core.errors import NotFoundError
-from approvals import amendments, approver_actions
+from approvals import amendments, approver_actions, claims
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (
     approval_facts,
@@ -156,6 +156,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 
 
 def _decided(user, request_id: uuid.UUID) -> Response:
+    claims.claim_release_on_decision(request_id=request_id)  # a decision ends the claim on it
     row = request_as_seen_by_decider(user=user, request_id=request_id)
     if row is None:  # cannot happen after a successful decision; fail closed all the same
         raise NotFoundError("unknown confirmation request")
