@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 
 from core import clock
 from core.errors import ConflictError
@@ -109,9 +110,12 @@ def claim_release(*, request_id: uuid.UUID, user) -> ClaimState:
     return _state(request_id=request_id, user=user, now=clock.now())
 
 
-def claim_release_on_decision(*, request_id: uuid.UUID) -> None:
-    """After a decision: the claim on `request_id` ends, whoever held it (one DELETE)."""
-    RequestClaim.objects.filter(request_id=request_id).delete()
+def claim_release_on_decision(*, request_id: uuid.UUID, user) -> None:
+    """After `user` decided `request_id`: their own claim on it ends, and anyone's once the
+    request is no longer open (one DELETE). Another approver still reviewing a request that waits
+    for more approvals keeps their claim."""
+    RequestClaim.objects.filter(request_id=request_id).filter(
+        Q(user_id=user.pk) | ~Q(request__status=ConfirmationRequest.Status.PENDING)).delete()
 
 
 def claim_of(*, request_id: uuid.UUID, user) -> ClaimState:

@@ -156,7 +156,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 
 
 def _decided(user, request_id: uuid.UUID) -> Response:
-    claims.claim_release_on_decision(request_id=request_id)  # a decision ends the claim on it
+    claims.claim_release_on_decision(request_id=request_id, user=user)  # a decision ends the claim on it
     row = request_as_seen_by_decider(user=user, request_id=request_id)
     if row is None:  # cannot happen after a successful decision; fail closed all the same
         raise NotFoundError("unknown confirmation request")
