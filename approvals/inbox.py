@@ -168,9 +168,11 @@ def capped_count(qs: QuerySet) -> tuple[int, bool]:
     return min(n, COUNT_CAP), n > COUNT_CAP
 
 
-def page_of(qs: QuerySet[ConfirmationRequest], number: int, *, size: int = PAGE_SIZE) -> Page:
-    """Page `number` of `qs` (LIMIT/OFFSET, one row more than shown to know whether a next page
-    exists) with the requester and any live claim read in the same query."""
+def page_of(qs: QuerySet[ConfirmationRequest], number: int, *, size: int | None = None) -> Page:
+    """Page `number` of `qs` (`size` rows, default PAGE_SIZE; LIMIT/OFFSET, one row more than
+    shown to know whether a next page exists) with the requester and any claim read in the same
+    query."""
+    size = size or PAGE_SIZE
     start = (number - 1) * size
     rows = list(qs.select_related("user", "tool", "claim__user")[start:start + size + 1])
     count, capped = capped_count(qs)
