@@ -58,6 +58,17 @@ def _pane(row: ConfirmationRequest, *, user, decidable: bool, read_only: bool = 
     return row
 
 
+def _visible(user, rid) -> tuple[ConfirmationRequest | None, bool]:
+    """(the request `rid` as one of the inbox's tabs shows it to `user`, whether they may decide
+    it now); (None, False) when no tab shows it to them."""
+    row = selectors.requests_decidable_by(user=user).filter(pk=rid).first()
+    if row is not None:
+        return row, True
+    row = selectors.requests_history_for(user=user).filter(pk=rid).first() or inbox.open_for(
+        user=user).filter(pk=rid).first()
+    return row, False
+
+
 def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     query = inbox.parse(request.GET, default_tab=default_tab)
     user = request.user
@@ -70,10 +81,7 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     if request.GET.get("rows_only"):  # the live poll's copy of the list: no pane, so no claim nor view
         pass
     elif wanted:
-        rid = request_id_or_404(wanted)
-        chosen = selectors.requests_decidable_by(user=user).filter(pk=rid).first()
-        decidable = chosen is not None
-        chosen = chosen or selectors.requests_history_for(user=user).filter(pk=rid).first()
+        chosen, decidable = _visible(user, request_id_or_404(wanted))
         if chosen is None:
             raise Http404("unknown confirmation request")
     elif query.tab == "mine" and rows:
@@ -121,10 +129,8 @@ def detail(request: HttpRequest, request_id: str) -> HttpResponse:
     claim) for an auditor of its tenant. 404 for anyone else, another tenant's or an unknown id."""
     rid = request_id_or_404(request_id)
     user = request.user
-    row = selectors.requests_decidable_by(user=user).filter(pk=rid).first()
-    decidable, read_only = row is not None, False
-    if row is None:
-        row = selectors.requests_history_for(user=user).filter(pk=rid).first()
+    row, decidable = _visible(user, rid)
+    read_only = False
     if row is None and is_auditor(user) and user.tenant_id is not None:
         row = selectors.annotated(ConfirmationRequest.objects.filter(pk=rid, tenant_id=user.tenant_id), user).first()
         read_only = True
