@@ -38,12 +38,14 @@ def _conversation_url(row: ConfirmationRequest, *, user) -> str:
         return ""
 
 
-def _pane(row: ConfirmationRequest, *, user, decidable: bool, read_only: bool = False) -> ConfirmationRequest:
+def _pane(row: ConfirmationRequest, *, user, decidable: bool, read_only: bool = False,
+          take: bool = True) -> ConfirmationRequest:
     """The detail pane of `row`: its card (approvals.cards.present), its live claim, the links,
-    whether its decision forms are shown. Opening it as a decider claims it; an approver's opening
-    is recorded (approvals.claims.view_record); an auditor's read-only view does neither."""
+    whether its decision forms are shown. Opening it as a decider claims it (unless `take` is
+    False: just released); an approver's opening is recorded (approvals.claims.view_record); an
+    auditor's read-only view does neither."""
     present(row, user=user)
-    if decidable:
+    if decidable and take:
         claims.claim_take(request_id=row.pk, user=user)
     if not read_only:
         claims.view_record(request=row, user=user)
@@ -88,13 +90,14 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
         # Open the first request nobody else is looking at: two approvers landing together split the work.
         first = next((r for r in rows if r.live_claim is None or r.live_claim.user_id == user.pk), rows[0])
         chosen, decidable = selectors.requests_decidable_by(user=user).filter(pk=first.pk).first(), True
-    pane = _pane(chosen, user=user, decidable=decidable) if chosen is not None else None
+    pane = _pane(chosen, user=user, decidable=decidable, take=not request.GET.get("released")) \
+        if chosen is not None else None
     if pane is not None and pane.live_claim is not None:  # the line shows the claim just taken
         for row in rows:
             if row.pk == pane.pk:
                 row.live_claim, row.claim_name = pane.live_claim, pane.claim_name
     keep = request.GET.copy()
-    for key in ("open", "page"):
+    for key in ("open", "page", "released"):
         keep.pop(key, None)
     return render(request, "approvals/inbox.html", {
         "tab": query.tab, "query": query, "page": page, "rows": rows, "pane": pane,
@@ -240,4 +243,4 @@ def release(request: HttpRequest, request_id: str) -> HttpResponse:
     except NotFoundError as error:
         raise Http404(error.message) from error
     messages.success(request, "Released: others see it as free. / 已释放。")
-    return redirect("approvals:pending")
+    return redirect(f"{reverse('approvals:pending')}?open={rid}&released=1")  # open, not claimed again

@@ -136,6 +136,15 @@ def test_a_claim_shows_to_a_second_approver_who_can_still_decide(open_person, re
     assert RequestClaim.objects.get(request_id=request_id).user_id == approver1.pk  # carol's opening took nothing
     carol.shot("1-sees-the-claim")
 
+    # bob lets it go and takes it back with the buttons
+    pane.locator("[data-testid=release]").click()
+    expect(bob.page.locator("[data-testid=flash]")).to_contain_text("Released")
+    assert not RequestClaim.objects.exists()
+    expect(pane.locator("[data-testid=claim]")).to_have_count(0)
+    pane.locator("[data-testid=claim-button]").click()
+    expect(pane.locator("[data-testid=claim]")).to_contain_text("You are reviewing this")
+    assert RequestClaim.objects.get(request_id=request_id).user_id == approver1.pk
+
     # the claim never blocks: carol approves; bob, still reviewing, keeps his claim
     carol_pane.locator("[data-testid=approve]").click()
     expect(carol.page.locator("[data-testid=flash]")).to_contain_text("Approved (1/2)")

@@ -132,6 +132,8 @@ def test_the_claim_api_is_tenant_scoped_and_for_deciders_only(client, approver1,
     seen = client.post(url).json()
     assert seen["claimed_by"] == "acme-approver1" and seen["mine"] is False
     assert client.delete(url).json()["claimed_by"] == "acme-approver1"  # not theirs to release
+    listed = {r["id"]: r["claimed_by"] for r in client.get("/api/v1/approvals/").json()["results"]}
+    assert listed == {str(big.pk): "acme-approver1", str(small.pk): None, str(middle.pk): None}
     for user in (outsider_approver, requester):
         client.force_login(user)
         response = client.post(url)
