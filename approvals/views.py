@@ -1,6 +1,7 @@
-"""The approver's inbox (`/approvals/`), a request's own page and My requests: server-rendered
-pages over `approvals.selectors` and `approvals.inbox`. Another tenant's or an unknown request answers 404. The forms on these
-pages post to approvals.decision_views.
+"""The approver's inbox (`/approvals/`), a request's own page, the claim buttons and My requests:
+server-rendered pages over `approvals.selectors`, `approvals.inbox` and `approvals.claims`.
+Another tenant's or an unknown request answers 404. The decision forms post to
+approvals.decision_views.
 """
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
-from django.shortcuts import redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from agentplatform.tenancy.roles import is_auditor
@@ -72,6 +72,8 @@ def _visible(user, rid) -> tuple[ConfirmationRequest | None, bool]:
 
 
 def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
+    """The inbox page (see `pending`); `rows_only=1` draws the list without a pane (the live
+    poll's copy, which must neither claim nor record an opening)."""
     query = inbox.parse(request.GET, default_tab=default_tab)
     user = request.user
     page = inbox.page_of(inbox.narrowed(inbox.tab_rows(user=user, tab=query.tab), query), query.page)
@@ -79,14 +81,12 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     for row in rows:
         row.conversation_url = _conversation_url(row, user=user)
     chosen, decidable = None, False
-    wanted = request.GET.get("open")
-    if request.GET.get("rows_only"):  # the live poll's copy of the list: no pane, so no claim nor view
-        pass
-    elif wanted:
+    wanted = None if request.GET.get("rows_only") else request.GET.get("open")
+    if wanted:
         chosen, decidable = _visible(user, request_id_or_404(wanted))
         if chosen is None:
             raise Http404("unknown confirmation request")
-    elif query.tab == "mine" and rows:
+    elif query.tab == "mine" and rows and not request.GET.get("rows_only"):
         # Open the first request nobody else is looking at: two approvers landing together split the work.
         first = next((r for r in rows if r.live_claim is None or r.live_claim.user_id == user.pk), rows[0])
         chosen, decidable = selectors.requests_decidable_by(user=user).filter(pk=first.pk).first(), True
