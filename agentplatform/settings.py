@@ -469,6 +469,8 @@ APPROVALS_POLL_SECONDS = env_int("APPROVALS_POLL_SECONDS", 5)
 # Approval quality (docs/approvals.md): a decision made less than this many seconds after the
 # approver first opened the request's facts counts as fast (the overview, the metric, the alert).
 APPROVAL_FAST_DECISION_SECONDS = env_int("APPROVAL_FAST_DECISION_SECONDS", 10)
+# How long opening a request (or its Claim button) reserves it for the approver (seconds).
+APPROVAL_CLAIM_SECONDS = env_int("APPROVAL_CLAIM_SECONDS", 300)
 
 # --- Tools --------------------------------------------------------------------
 TOOLS_THROW_ON_ERROR = env_bool("TOOLS_THROW_ON_ERROR", False)

@@ -15,7 +15,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from core.errors import DomainError, NotFoundError
-from approvals import amendments, approver_actions, requester_actions, selectors
+from approvals import amendments, approver_actions, claims, requester_actions, selectors
 from approvals.cards import edit_value, request_id_or_404
 from approvals.forms import ApproveForm, EditForm, RejectForm, RespondForm, WithdrawForm
 from approvals.models import ConfirmationRequest
@@ -70,6 +70,7 @@ def approve(request: HttpRequest, request_id: str) -> HttpResponse:
             arguments_hash=form.cleaned_data["arguments_hash"])
     except DomainError as error:
         return _refused(request, error)
+    claims.claim_release_on_decision(request_id=decided.pk, user=request.user)
     approvals = selectors.approvals_counted(decided)
     if decided.status == ConfirmationRequest.Status.CONFIRMED:
         text = (f"Approved ({approvals}/{decided.quorum}): quorum reached, the call runs now. "
@@ -100,6 +101,7 @@ def reject(request: HttpRequest, request_id: str) -> HttpResponse:
             request_id=request_id_or_404(request_id), approver=request.user, reason=form.cleaned_data["reason"])
     except DomainError as error:
         return _refused(request, error)
+    claims.claim_release_on_decision(request_id=decided.pk, user=request.user)
     messages.success(request, f"Rejected; nothing will run. / 已拒绝，不会执行。 — {decided.summary}")
     return redirect("approvals:pending")
 
@@ -150,6 +152,7 @@ def edit(request: HttpRequest, request_id: str) -> HttpResponse:
             detail = "; ".join(f"{e.get('field')}: {e.get('error')}" for e in error.errors)
             error.message = f"{error.message} ({detail}) / 参数无效，未修改。"
         return _refused(request, error)
+    claims.claim_release_on_decision(request_id=edited.pk, user=request.user)
     messages.success(request, f"Edited: {edited.summary}. Another approver must approve the new arguments. "
                               f"/ 已修改参数，需其他审批人批准。")
     return redirect("approvals:pending")
@@ -167,6 +170,7 @@ def respond(request: HttpRequest, request_id: str) -> HttpResponse:
                                                   guidance=form.cleaned_data["guidance"])
     except DomainError as error:
         return _refused(request, error)
+    claims.claim_release_on_decision(request_id=decided.pk, user=request.user)
     messages.success(request, f"Guidance sent to the assistant; nothing will run. / 已发送指导意见，不会执行。 — "
                               f"{decided.summary}")
     return redirect("approvals:pending")

@@ -27,6 +27,11 @@ def _approvable_tools(user) -> QuerySet:
     return get_objects_for_user(user, "tools.approve_tool", klass=tool_model, accept_global_perms=False)
 
 
+def approvable_tools(user) -> QuerySet:
+    """Tool rows `user` holds `approve_tool` on (user or group grant, no global grant)."""
+    return _approvable_tools(user)
+
+
 def approvals_counted(request: ConfirmationRequest) -> int:
     """How many decisions count towards `request`'s quorum now: APPROVE and EDIT on its current
     revision (an edit restarts the quorum), as the pages and the quorum check count them."""

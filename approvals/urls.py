@@ -17,4 +17,6 @@ urlpatterns = [
     path("<str:request_id>/reject/", decision_views.reject, name="reject"),
     path("<str:request_id>/edit/", decision_views.edit, name="edit"),
     path("<str:request_id>/respond/", decision_views.respond, name="respond"),
+    path("<str:request_id>/claim/", views.claim, name="claim"),
+    path("<str:request_id>/release/", views.release, name="release"),
 ]

@@ -1,67 +1,147 @@
-"""The approver dashboard (`/approvals/`) and My requests: server-rendered pages over
-`approvals.selectors`. Another tenant's or an unknown request answers 404. The forms on these
-pages post to approvals.decision_views.
+"""The approver's inbox (`/approvals/`), a request's own page, the claim buttons and My requests:
+server-rendered pages over `approvals.selectors`, `approvals.inbox` and `approvals.claims`.
+Another tenant's or an unknown request answers 404. The decision forms post to
+approvals.decision_views.
 """
 from __future__ import annotations
 
 import uuid
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
 
-from approvals import requester_selectors, selectors
-from approvals.cards import argument_items, present, request_id_or_404
+from agentplatform.tenancy.roles import is_auditor
+from core.errors import DomainError, NotFoundError
+from approvals import claims, inbox, requester_selectors, selectors
+from approvals.cards import amount_text, argument_items, display_name, present, request_id_or_404, summarize
 from approvals.forms import ApproveForm, RejectForm
+from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
 
 HISTORY_PAGE_SIZE = 25
 
 
+def _conversation_url(row: ConfirmationRequest, *, user) -> str:
+    """Where the request's conversation reads: the requester's own chat for the requester; the
+    auditor's transcript for anyone else, when that page exists; "" otherwise."""
+    if row.user_id == user.pk:
+        return f"{reverse('chat')}?c={row.conversation_id}"
+    try:
+        return reverse("auditor:conversation", args=[row.conversation_id])
+    except NoReverseMatch:
+        return ""
+
+
+def _pane(row: ConfirmationRequest, *, user, decidable: bool, read_only: bool = False,
+          take: bool = True) -> ConfirmationRequest:
+    """The detail pane of `row`: its card (approvals.cards.present), its live claim, the links,
+    whether its decision forms are shown. Opening it as a decider claims it (unless `take` is
+    False: just released); an approver's opening is recorded (approvals.claims.view_record); an
+    auditor's read-only view does neither."""
+    present(row, user=user)
+    if decidable and take:
+        claims.claim_take(request_id=row.pk, user=user)
+    if not read_only:
+        claims.view_record(request=row, user=user)
+    claim = claims.claims_on(request_ids=[row.pk], tenant_id=row.tenant_id).get(row.pk)
+    row.live_claim = claim
+    row.claim_name = display_name(claim.user) if claim is not None else ""
+    row.decidable = decidable and not read_only
+    row.read_only = read_only
+    row.requester_name = display_name(row.user)
+    row.amount = amount_text(row)
+    row.conversation_url = _conversation_url(row, user=user)
+    return row
+
+
+def _visible(user, rid) -> tuple[ConfirmationRequest | None, bool]:
+    """(the request `rid` as one of the inbox's tabs shows it to `user`, whether they may decide
+    it now); (None, False) when no tab shows it to them."""
+    row = selectors.requests_decidable_by(user=user).filter(pk=rid).first()
+    if row is not None:
+        return row, True
+    row = selectors.requests_history_for(user=user).filter(pk=rid).first() or inbox.open_for(
+        user=user).filter(pk=rid).first()
+    return row, False
+
+
+def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
+    """The inbox page (see `pending`); `rows_only=1` draws the list without a pane (the live
+    poll's copy, which must neither claim nor record an opening)."""
+    query = inbox.parse(request.GET, default_tab=default_tab)
+    user = request.user
+    page = inbox.page_of(inbox.narrowed(inbox.tab_rows(user=user, tab=query.tab), query), query.page)
+    rows = [summarize(r, user=user, claim=inbox.live_claim(r)) for r in page.rows]
+    for row in rows:
+        row.conversation_url = _conversation_url(row, user=user)
+    chosen, decidable = None, False
+    wanted = None if request.GET.get("rows_only") else request.GET.get("open")
+    if wanted:
+        chosen, decidable = _visible(user, request_id_or_404(wanted))
+        if chosen is None:
+            raise Http404("unknown confirmation request")
+    elif query.tab == "mine" and rows and not request.GET.get("rows_only"):
+        # Open the first request nobody else is looking at: two approvers landing together split the work.
+        first = next((r for r in rows if r.live_claim is None or r.live_claim.user_id == user.pk), rows[0])
+        chosen, decidable = selectors.requests_decidable_by(user=user).filter(pk=first.pk).first(), True
+    pane = _pane(chosen, user=user, decidable=decidable, take=not request.GET.get("released")) \
+        if chosen is not None else None
+    if pane is not None and pane.live_claim is not None:  # the line shows the claim just taken
+        for row in rows:
+            if row.pk == pane.pk:
+                row.live_claim, row.claim_name = pane.live_claim, pane.claim_name
+    keep = request.GET.copy()
+    for key in ("open", "page", "released"):
+        keep.pop(key, None)
+    return render(request, "approvals/inbox.html", {
+        "tab": query.tab, "query": query, "page": page, "rows": rows, "pane": pane,
+        "pending_count": selectors.count_decidable_by(user=user), "keep": keep.urlencode(),
+        "tools": selectors.approvable_tools(user).order_by("name").values_list("name", flat=True),
+        "risks": inbox.RISKS, "approve_form": ApproveForm(), "reject_form": RejectForm(),
+    })
+
+
 @login_required
 @require_GET
 def pending(request: HttpRequest) -> HttpResponse:
-    """The requests the signed-in user may decide now, newest first."""
-    rows = [present(r, user=request.user) for r in selectors.requests_decidable_by(user=request.user)]
-    return render(request, "approvals/dashboard.html", {
-        "tab": "pending", "rows": rows, "approve_form": ApproveForm(), "reject_form": RejectForm(),
-        "pending_count": len(rows),
-    })
+    """The inbox: one line per request of the tab asked for (`?tab=mine|open|decided`, default
+    mine), filtered (`tool`, `risk`, `requester`, `amount_min`, `amount_max`), searched (`q`),
+    sorted (`sort=newest|expires`), paged (`page`), with one request's detail pane (`open=<id>`,
+    else the first on "mine" that nobody else is looking at)."""
+    return _inbox(request, default_tab="mine")
 
 
 @login_required
 @require_GET
 def history(request: HttpRequest) -> HttpResponse:
-    """Decided and expired requests the user could see on the pending tab, newest first (paged)."""
-    page = Paginator(selectors.requests_history_for(user=request.user), HISTORY_PAGE_SIZE).get_page(
-        request.GET.get("page"))
-    rows = [present(r, user=request.user) for r in page.object_list]
-    return render(request, "approvals/dashboard.html", {
-        "tab": "history", "rows": rows, "page": page,
-        "pending_count": selectors.requests_decidable_by(user=request.user).count(),
-    })
+    """The inbox's "decided" tab (decided and expired requests the user could see), newest first."""
+    return _inbox(request, default_tab="decided")
 
 
 @login_required
 @require_GET
 def detail(request: HttpRequest, request_id: str) -> HttpResponse:
-    """One request, where a notification's link leads: on the pending tab (with the decision
-    forms) while the user may decide it, else as history. 404 for a request the user could not
-    see on either tab (unknown, another tenant's, a tool they may not approve)."""
+    """One request's page, where a notification's link leads: with the decision forms (and a claim)
+    while the user may decide it; as history once they can no longer; read-only (no forms, no
+    claim) for an auditor of its tenant. 404 for anyone else, another tenant's or an unknown id."""
     rid = request_id_or_404(request_id)
-    row = selectors.requests_decidable_by(user=request.user).filter(pk=rid).first()
-    tab = "pending"
-    if row is None:
-        row, tab = selectors.requests_history_for(user=request.user).filter(pk=rid).first(), "history"
+    user = request.user
+    row, decidable = _visible(user, rid)
+    read_only = False
+    if row is None and is_auditor(user) and user.tenant_id is not None:
+        row = selectors.annotated(ConfirmationRequest.objects.filter(pk=rid, tenant_id=user.tenant_id), user).first()
+        read_only = True
     if row is None:
         raise Http404("unknown confirmation request")
-    return render(request, "approvals/dashboard.html", {
-        "tab": tab, "rows": [present(row, user=request.user)], "approve_form": ApproveForm(),
-        "reject_form": RejectForm(), "pending_count": selectors.count_decidable_by(user=request.user),
-        "single": True,
+    return render(request, "approvals/detail.html", {
+        "pane": _pane(row, user=user, decidable=decidable, read_only=read_only),
+        "pending_count": selectors.count_decidable_by(user=user),
     })
 
 
@@ -75,8 +155,9 @@ def live(request: HttpRequest) -> JsonResponse:
     was drawn, so it updates without a reload.
 
     `?count=1`: only "pending_count" (other pages' navigation). `?ids=<uuid>,<uuid>...`: the cards on the page (at most LIVE_MAX_IDS; others ignored).
-    Answers {"pending_count": int, "pending": [{"id", "approvals", "quorum", "expires_at"}] (every
-    request the user may decide now, newest first), "ended": [{"id", "outcome", "label",
+    Answers {"pending_count": int, "pending": [{"id", "approvals", "quorum", "expires_at",
+    "claimed_by" (who is looking at it: a display name, or null), "claimed_by_me"}] (the newest
+    LIVE_MAX_IDS requests the user may decide now), "ended": [{"id", "outcome", "label",
     "decided_by"}] (asked-about cards that no longer wait for this user: decided by someone,
     approved by the user, expired), "poll_seconds": int}. Scoped like the tabs: ids of another
     tenant or of tools the user may not approve are simply absent.
@@ -90,7 +171,9 @@ def live(request: HttpRequest) -> JsonResponse:
             asked.append(uuid.UUID(value.strip()))
         except ValueError:
             continue
-    pending = list(selectors.requests_decidable_by(user=request.user))
+    # The newest LIVE_MAX_IDS requests waiting (the page shows at most a page of them), plus the count.
+    pending = list(selectors.requests_decidable_by(user=request.user)[:LIVE_MAX_IDS])
+    claimed = claims.claims_on(request_ids=[r.pk for r in pending], tenant_id=request.user.tenant_id)
     pending_ids = {row.pk for row in pending}
     ended = []
     rest = [rid for rid in asked if rid not in pending_ids]
@@ -101,9 +184,12 @@ def live(request: HttpRequest) -> JsonResponse:
                           "decided_by": row.decided_by.get_username() if row.decided_by_id else None,
                           "decided_by_me": bool(row.decided_by_me)})
     return JsonResponse({
-        "pending_count": len(pending),
+        "pending_count": selectors.count_decidable_by(user=request.user),
         "pending": [{"id": str(r.pk), "approvals": r.approvals_count, "quorum": r.quorum,
-                     "expires_at": r.expires_at.isoformat()} for r in pending],
+                     "expires_at": r.expires_at.isoformat(),
+                     "claimed_by": display_name(claimed[r.pk].user) if r.pk in claimed else None,
+                     "claimed_by_me": r.pk in claimed and claimed[r.pk].user_id == request.user.pk}
+                    for r in pending],
         "ended": ended,
         "poll_seconds": settings.APPROVALS_POLL_SECONDS,
     })
@@ -129,3 +215,32 @@ def mine(request: HttpRequest) -> HttpResponse:
         row.shortfall = selectors.quorum_shortfall(row) if row.can_withdraw else 0
         rows.append(row)
     return render(request, "approvals/my_requests.html", {"rows": rows, "page": page})
+
+
+@login_required
+@require_POST
+def claim(request: HttpRequest, request_id: str) -> HttpResponse:
+    """The Claim button: reserve the request for the signed-in approver (approvals.claims), then
+    back to it in the inbox. A refusal becomes a message; another tenant's request answers 404."""
+    rid = request_id_or_404(request_id)
+    try:
+        claims.claim_take(request_id=rid, user=request.user)
+    except DomainError as error:
+        if isinstance(error, NotFoundError):
+            raise Http404(error.message) from error
+        messages.error(request, error.message, extra_tags=error.code)
+        return redirect("approvals:pending")
+    return redirect(f"{reverse('approvals:pending')}?open={rid}")
+
+
+@login_required
+@require_POST
+def release(request: HttpRequest, request_id: str) -> HttpResponse:
+    """The Release button: drop my claim on the request; back to the inbox."""
+    rid = request_id_or_404(request_id)
+    try:
+        claims.claim_release(request_id=rid, user=request.user)
+    except NotFoundError as error:
+        raise Http404(error.message) from error
+    messages.success(request, "Released: others see it as free. / 已释放。")
+    return redirect(f"{reverse('approvals:pending')}?open={rid}&released=1")  # open, not claimed again

@@ -11,6 +11,7 @@ from agentplatform.api.errors import api_not_found
 from agentplatform.api.views.api_keys import ApiKeyListCreateApi, ApiKeyRevokeApi
 from agentplatform.api.views.approvals import (ApprovalApproveApi, ApprovalEditApi, ApprovalListApi, ApprovalRejectApi,
                                               ApprovalRespondApi)
+from agentplatform.api.views.approval_claims import ApprovalClaimApi, ApprovalReleaseApi
 from agentplatform.api.views.audit import AuditEventListApi
 from agentplatform.api.views.chat import ChatApi
 from agentplatform.api.views.confirmations import ConfirmationCancelApi, ConfirmationConfirmApi, ConfirmationTokenApi
@@ -61,6 +62,8 @@ v1 = [
     path("approvals/<anyuuid:request_id>/reject/", ApprovalRejectApi.as_view(), name="approval-reject"),
     path("approvals/<anyuuid:request_id>/edit/", ApprovalEditApi.as_view(), name="approval-edit"),
     path("approvals/<anyuuid:request_id>/respond/", ApprovalRespondApi.as_view(), name="approval-respond"),
+    path("approvals/<anyuuid:request_id>/claim/", ApprovalClaimApi.as_view(), name="approval-claim"),
+    path("approvals/<anyuuid:request_id>/release/", ApprovalReleaseApi.as_view(), name="approval-release"),
     path("my-requests/", MyRequestListApi.as_view(), name="my-requests"),
     path("my-requests/<anyuuid:request_id>/withdraw/", MyRequestWithdrawApi.as_view(), name="my-request-withdraw"),
     path("audit-events/", AuditEventListApi.as_view(), name="audit-events"),

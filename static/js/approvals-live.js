@@ -1,13 +1,14 @@
-/* Live approvals (issue 13 item 4; docs/notifications.md, "Live dashboard"). No dependencies.
+/* Live approvals (docs/notifications.md, "Live dashboard"). No dependencies.
  *
  * Every page with the navigation's count ([data-approvals-nav]) asks /approvals/live/ every
  * data-poll-seconds (paused while the tab is hidden, asked again when it shows) and updates
- * the count. On the pending tab of the dashboard (.request-list[data-live]) it also:
- *  - inserts the cards of new requests (taken from a fresh copy of the page; cards being typed
- *    in are never redrawn),
- *  - updates "approvals n / quorum" when another approver approved,
- *  - marks a card whose request ended meanwhile (decided by someone else, expired) and disables
- *    its buttons; the server refuses a late decision anyway, with a readable message.
+ * the count. On the inbox ([data-live]: its list, and a request's pane or own page) it also:
+ *  - inserts the lines of new requests (data-live="insert": taken from a copy of the list drawn
+ *    without a pane, so polling never claims nor records an opening),
+ *  - updates "approvals n / quorum" and who is reviewing a request,
+ *  - marks a line (and the pane) whose request ended meanwhile (decided by someone else,
+ *    expired) and disables its buttons; the server refuses a late decision anyway, with a
+ *    readable message.
  */
 (function () {
   "use strict";
@@ -16,7 +17,7 @@
   if (!nav || !window.fetch) { return; }
   var liveUrl = nav.getAttribute("data-live-url");
   var seconds = parseInt(nav.getAttribute("data-poll-seconds"), 10) || 5;
-  var list = document.querySelector(".request-list[data-live]");
+  var list = document.querySelector("[data-live]");
   var timer = null;
   var busy = false;
 
@@ -35,6 +36,8 @@
   };
 
   function cards() { return list ? list.querySelectorAll("[data-request-id]") : []; }
+  function idOf(el) { return el.getAttribute("data-request-id") || el.getAttribute("data-pane-for"); }
+  function everyShown() { return document.querySelectorAll("[data-request-id], [data-pane-for]"); }
 
   function setCount(n) {
     nav.textContent = String(n);
@@ -57,14 +60,14 @@
     banner.setAttribute("role", "status");
     banner.textContent = text;
     var head = card.querySelector(".request-head");
-    (head || card).insertAdjacentElement(head ? "afterend" : "afterbegin", banner);
+    if (head) { head.insertAdjacentElement("afterend", banner); } else { banner.className += " row-ended"; card.appendChild(banner); }
     var countdown = card.querySelector(".countdown");
     if (countdown) { countdown.removeAttribute("data-expires-at"); countdown.textContent = item.label; }
   }
 
   function insertNew(ids) {
     // A fresh copy of the pending tab holds the new cards, drawn by the server as always.
-    return fetch(window.location.pathname, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+    return fetch(window.location.pathname + "?rows_only=1", { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) { return r.ok ? r.text() : ""; })
       .then(function (html) {
         if (!html) { return; }
@@ -73,6 +76,7 @@
         ids.slice().reverse().forEach(function (id) {
           var fresh = doc.querySelector('[data-request-id="' + id + '"]');
           if (!fresh || list.querySelector('[data-request-id="' + id + '"]')) { return; }
+          fresh.classList.remove("is-open");
           fresh.classList.add("is-new");
           list.insertBefore(document.importNode(fresh, true), list.firstChild);
         });
@@ -81,21 +85,33 @@
       });
   }
 
+  function showClaim(card, item) {
+    var slot = card.querySelector("[data-testid=row-claim]");
+    if (!slot || item.claimed_by_me) { return; }
+    slot.textContent = item.claimed_by ? "Being reviewed by " + item.claimed_by + " / 正在审阅" : "";
+  }
+
   function apply(data) {
     setCount(data.pending_count);
     if (!list) { return; }
     var onPage = {};
-    cards().forEach(function (card) { onPage[card.getAttribute("data-request-id")] = card; });
+    everyShown().forEach(function (card) { (onPage[idOf(card)] = onPage[idOf(card)] || []).push(card); });
     var missing = [];
     data.pending.forEach(function (item) {
-      var card = onPage[item.id];
-      if (!card) { missing.push(item.id); return; }
-      var quorum = card.querySelector("[data-testid=quorum]");
-      if (quorum) { quorum.textContent = item.approvals + " / " + item.quorum; }
-      var meter = card.querySelector("progress.meter");
-      if (meter) { meter.value = item.approvals; meter.max = item.quorum; }
+      if (!onPage[item.id]) { missing.push(item.id); return; }
+      onPage[item.id].forEach(function (card) {
+        var quorum = card.querySelector("[data-testid=quorum]");
+        if (quorum) { quorum.textContent = item.approvals + " / " + item.quorum; }
+        var meter = card.querySelector("progress.meter");
+        if (meter) { meter.value = item.approvals; meter.max = item.quorum; }
+        showClaim(card, item);
+      });
     });
-    data.ended.forEach(function (item) { if (onPage[item.id]) { markEnded(onPage[item.id], item); } });
+    data.ended.forEach(function (item) {
+      // "All open" also lists requests I approved that still wait for others: not ended there.
+      if (item.outcome === "PENDING" && list.getAttribute("data-live") === "follow") { return; }
+      (onPage[item.id] || []).forEach(function (card) { markEnded(card, item); });
+    });
     if (missing.length && list.getAttribute("data-live") === "insert") { return insertNew(missing); }
   }
 
@@ -103,7 +119,10 @@
     if (busy || document.hidden) { return; }
     busy = true;
     var ids = [];
-    cards().forEach(function (card) { if (!card.classList.contains("resolved")) { ids.push(card.getAttribute("data-request-id")); } });
+    everyShown().forEach(function (card) {
+      var id = idOf(card);
+      if (!card.classList.contains("resolved") && ids.indexOf(id) < 0) { ids.push(id); }
+    });
     var url = liveUrl + (list ? "?ids=" + encodeURIComponent(ids.join(",")) : "?count=1");
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })

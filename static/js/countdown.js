@@ -2,7 +2,7 @@
  *
  * Any element with data-expires-at="<ISO 8601>" shows the time left ("14:32 left / 剩余").
  * When it reaches zero the element gets .expired and the buttons of its card
- * ([data-request-id] or .confirm-card that is not .resolved) are disabled: the server refuses
+ * ([data-request-id], the inbox pane [data-pane-for], or .confirm-card that is not .resolved) are disabled: the server refuses
  * late decisions anyway; this only keeps people from trying.
  */
 (function () {
@@ -18,7 +18,7 @@
   function tick() {
     var now = Date.now();
     document.querySelectorAll("[data-expires-at]").forEach(function (el) {
-      var card = el.closest("[data-request-id], .confirm-card");
+      var card = el.closest("[data-request-id], [data-pane-for], .confirm-card");
       if (card && card.classList.contains("resolved")) { return; }
       var at = Date.parse(el.getAttribute("data-expires-at"));
       if (isNaN(at)) { return; }

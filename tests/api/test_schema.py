@@ -21,6 +21,9 @@ ENDPOINTS = {
     ("/api/v1/api-keys/", "get"), ("/api/v1/api-keys/", "post"), ("/api/v1/api-keys/{key_id}/", "delete"),
     # the approver's edit and respond, the requester's withdraw
     ("/api/v1/approvals/{request_id}/edit/", "post"), ("/api/v1/approvals/{request_id}/respond/", "post"),
+    # the approver's claim
+    ("/api/v1/approvals/{request_id}/claim/", "post"), ("/api/v1/approvals/{request_id}/claim/", "delete"),
+    ("/api/v1/approvals/{request_id}/release/", "post"),
     ("/api/v1/my-requests/", "get"), ("/api/v1/my-requests/{request_id}/withdraw/", "post"),
     # the kill switch
     ("/api/v1/tools/{name}/stop/", "post"), ("/api/v1/tools/{name}/release/", "post"),

@@ -45,7 +45,14 @@ def _refund_call(call_id: str, order_id: str, amount_json: str | None, reason: s
 
 
 def _card(person, request_id):
+    """The request's line in the inbox list."""
     return person.page.locator(f"[data-request-id='{request_id}']")
+
+
+def _open(person, request_id, tab: str = ""):
+    """Open the request in the inbox's pane (on `tab`, default "waiting for me"): the pane."""
+    person.goto(f"/approvals/?{'tab=' + tab + '&' if tab else ''}open={request_id}")
+    return person.page.locator(f"[data-pane-for='{request_id}']")
 
 
 def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open_person, requester, approver1,
@@ -64,7 +71,7 @@ def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open
 
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
-    card = _card(bob, partial.confirmation_id)
+    card = _open(bob, partial.confirmation_id)
     # item 2: the canonical amount with its currency, never "1E+2"
     expect(card.locator("[data-testid=summary]")).to_have_text(
         f"Refund CNY 100.00 of order {REFUND_ORDER} / 退款 CNY 100.00，订单 {REFUND_ORDER}")
@@ -89,7 +96,7 @@ def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open
     _named_shot(bob, "approval-card-refund.png")
 
     # a full refund shows the amount it will refund, not "amount: null"
-    full_card = _card(bob, full.confirmation_id)
+    full_card = _open(bob, full.confirmation_id)
     expect(full_card.locator("[data-testid=summary]")).to_contain_text(
         f"Refund the full remaining amount (CNY 42.00) of order {FULL_ORDER}")
     expect(full_card.locator("[data-fact=refund_amount] td")).to_have_text("CNY 42.00")
@@ -99,6 +106,7 @@ def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open
     _named_shot(bob, "approval-card-full-refund.png")
 
     # the first approver approves the 100.00 refund
+    card = _open(bob, partial.confirmation_id)
     card.locator("[data-testid=approve]").click()
     expect(bob.page.locator("[data-testid=flash]")).to_contain_text("Approved (1/2)")
 
@@ -106,7 +114,7 @@ def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open
     Refund.objects.create(tenant=tenant, order=order, amount=Decimal("450.00"), reason="by phone")
     carol = open_person("approver2")
     carol.sign_in(approver2.username, DEMO_PASSWORD, next_path="/approvals/")
-    carol_card = _card(carol, partial.confirmation_id)
+    carol_card = _open(carol, partial.confirmation_id)
     remainder = carol_card.locator("[data-fact=refundable_remainder]")
     expect(remainder).to_have_class("fact-changed")
     expect(remainder.locator("td")).to_contain_text("CNY 50.00")
@@ -122,7 +130,7 @@ def test_approvers_decide_with_the_facts_and_history_tells_the_real_outcome(open
     status = _card(carol, partial.confirmation_id).locator("[data-testid=status]")
     expect(status).to_have_text("REFUSED (REFUND_EXCEEDS_AMOUNT)")
     expect(status).to_have_attribute("data-outcome", "REFUSED")
-    expect(_card(carol, partial.confirmation_id).locator("[data-fact=already_refunded] td")).to_have_text(
+    expect(_open(carol, partial.confirmation_id, tab="decided").locator("[data-fact=already_refunded] td")).to_have_text(
         "CNY 60.00")  # an ended request shows what was shown when it was requested
     _named_shot(carol, "approval-history-refused.png")
 

@@ -76,7 +76,7 @@ def test_an_approver_grant_takes_effect_only_when_a_second_administrator_approve
     # only now, and only for a request created after that, does the new approver see it
     after = _refund(requester, "0006")
     approver.goto("/approvals/")
-    card = approver.page.locator(f"[data-request-id='{after}']")
+    card = approver.page.locator(f"[data-pane-for='{after}']")
     expect(card).to_be_visible()
     expect(card.locator("[data-testid=eligible-approvers]")).to_contain_text("acme-nobody")
     assert before not in approver.page.content()  # standing began after it: not theirs to decide

@@ -26,7 +26,13 @@ REFUND_ORDER = "A202607290003"  # acme, PAID, CNY 560.00
 
 
 def _card(person, request_id):
+    """The request on My requests."""
     return person.page.locator(f"[data-request-id='{request_id}']")
+
+
+def _pane(person, request_id):
+    """The request open in the approver's inbox pane."""
+    return person.page.locator(f"[data-pane-for='{request_id}']")
 
 
 def _refund_requested(requester) -> tuple[str, str]:
@@ -46,7 +52,7 @@ def test_an_approver_edits_another_approves_and_the_edited_call_runs_once(open_p
     # approver1 edits the amount of the full refund to 50
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
-    card = _card(bob, request_id)
+    card = _pane(bob, request_id)
     card.locator("[data-testid=edit] summary").click()
     card.locator("[data-testid=edit-amount]").fill("50")
     card.locator("input[name=comment]").fill("only the damaged part")
@@ -61,7 +67,7 @@ def test_an_approver_edits_another_approves_and_the_edited_call_runs_once(open_p
     # approver2 sees the edited arguments, who changed what, and approves them
     carol = open_person("approver2")
     carol.sign_in(approver2.username, DEMO_PASSWORD, next_path="/approvals/")
-    carol_card = _card(carol, request_id)
+    carol_card = _pane(carol, request_id)
     expect(carol_card.locator("[data-testid=summary]")).to_contain_text(f"Refund CNY 50.00 of order {REFUND_ORDER}")
     expect(carol_card.locator("[data-testid=arguments]")).to_contain_text("50.00")
     expect(carol_card.locator("[data-testid=change]")).to_contain_text("amount: — → 50.00")
@@ -93,7 +99,7 @@ def test_an_approver_responds_with_guidance_and_the_run_continues(open_person, r
     request_id, run_id = _refund_requested(requester)
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
-    card = _card(bob, request_id)
+    card = _pane(bob, request_id)
     card.locator("[data-testid=respond] summary").click()
     card.locator("textarea[name=guidance]").fill("Ask the customer for photos first")
     card.scroll_into_view_if_needed()
@@ -121,7 +127,7 @@ def test_the_requester_sees_and_withdraws_a_pending_request(open_person, request
     request_id, run_id = _refund_requested(requester)
     services_client = open_person("approver1")
     services_client.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
-    card = _card(services_client, request_id)
+    card = _pane(services_client, request_id)
     card.locator("textarea[name=comment]").fill("looks fine to me")
     card.locator("[data-testid=approve]").click()
     expect(services_client.page.locator("[data-testid=flash]")).to_contain_text("Approved (1/2)")

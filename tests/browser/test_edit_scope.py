@@ -39,7 +39,7 @@ def test_the_requesters_card_shows_the_edited_call_that_ran(open_person, request
     # approver1 may change the amount (at most 30) and the reason, never the order; lowers it to 20
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD, next_path="/approvals/")
-    bob_card = bob.page.locator(f"[data-request-id='{request.pk}']")
+    bob_card = bob.page.locator(f"[data-pane-for='{request.pk}']")
     bob_card.locator("[data-testid=edit] summary").click()
     expect(bob_card.locator("[data-testid=edit-order_id]")).to_have_count(0)
     expect(bob_card.locator("[data-testid=edit-limit-amount]")).to_contain_text("at most 30.00")
@@ -53,7 +53,7 @@ def test_the_requesters_card_shows_the_edited_call_that_ran(open_person, request
     # approver2 approves the edited call
     carol = open_person("approver2")
     carol.sign_in(approver2.username, DEMO_PASSWORD, next_path="/approvals/")
-    carol_card = carol.page.locator(f"[data-request-id='{request.pk}']")
+    carol_card = carol.page.locator(f"[data-pane-for='{request.pk}']")
     expect(carol_card.locator("[data-testid=summary]")).to_contain_text(f"Refund CNY 20.00 of order {REFUND_ORDER}")
     carol_card.locator("[data-testid=approve]").click()
     expect(carol.page.locator("[data-testid=flash]")).to_contain_text("quorum reached")

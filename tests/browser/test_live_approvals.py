@@ -7,13 +7,14 @@ Screenshots go to test-artifacts/browser/.
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 
 from core import clock
 from agentplatform.runtime import services as runtime
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD
-from approvals.models import ConfirmationRequest
+from approvals.models import ConfirmationRequest, RequestClaim
 from tests.browser.conftest import playwright_expect as _expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,7 +42,7 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD)  # no ?next=: an approver starts on the dashboard
     expect(bob.page).to_have_url(f"{bob.base_url}/approvals/")
-    expect(bob.page.locator("[data-testid=request-card]")).to_have_count(0)
+    expect(bob.page.locator("[data-testid=request-row]")).to_have_count(0)
     expect(bob.page.locator("[data-testid=nav-approvals-count]")).to_be_hidden()  # nothing waits
     _no_reload(bob)
     bob.shot("1-landed-nothing-waits")
@@ -54,7 +55,7 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
     alice.page.click("#send-button")
     expect(alice.page.locator("[data-testid=confirmation-card]")).to_be_visible()
 
-    card = bob.page.locator("[data-testid=request-card]")
+    card = bob.page.locator("[data-testid=request-row]")
     expect(card).to_have_count(1, timeout=POLL_WAIT_MS)
     expect(card.locator("[data-testid=summary]")).to_contain_text("Refund CNY 50.00 of order A202607290003")
     expect(card.locator("[data-testid=quorum]")).to_have_text("0 / 2")
@@ -64,7 +65,9 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
     assert _same_document(bob)
     bob.shot("2-new-request-appeared")
 
-    # another approver approves: the quorum on bob's open card moves
+    assert not RequestClaim.objects.exists()  # a line drawn by the poll claims nothing
+
+    # another approver approves: the quorum on bob's line moves
     carol = open_person("approver2")
     carol.sign_in(approver2.username, DEMO_PASSWORD)
     expect(carol.page).to_have_url(f"{carol.base_url}/approvals/")
@@ -78,7 +81,7 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
 
     # a second request, rejected by carol: bob's card says so and can no longer be used
     runtime.chat_send(user=requester, message="Refund A202607290001 amount 20 because a part is missing")
-    second = bob.page.locator("[data-testid=request-card]", has_text="CNY 20.00")
+    second = bob.page.locator("[data-testid=request-row]", has_text="CNY 20.00")
     expect(second).to_have_count(1, timeout=POLL_WAIT_MS)
     expect(bob.page.locator("[data-testid=nav-approvals-count]")).to_have_text("2")
     carol.goto("/approvals/")
@@ -90,7 +93,7 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
     ended = second.locator("[data-testid=card-ended]")
     expect(ended).to_have_text("Rejected by acme-approver2; nothing will run. / 已被拒绝，不会执行。",
                                timeout=POLL_WAIT_MS)
-    expect(second.locator("[data-testid=approve]")).to_be_disabled()
+    expect(second).to_have_class(re.compile(r"\bresolved\b"))
     expect(bob.page.locator("[data-testid=nav-approvals-count]")).to_have_text("1")
     assert _same_document(bob)
     bob.shot("4-rejected-elsewhere")
@@ -98,13 +101,13 @@ def test_a_new_request_and_another_approvers_decisions_appear_without_reload(ope
 
 
 def _watching_a_refund(open_person, requester, approver1):
-    """A refund the requester asked for, and approver1's open approvals page showing its card
-    (marked so a reload would be seen): (approver1's browser, the card, the request id)."""
+    """A refund the requester asked for, and approver1's open approvals page showing it in the pane
+    (marked so a reload would be seen): (approver1's browser, the pane, the request id)."""
     outcome = runtime.chat_send(user=requester, message="Refund A202607290003 amount 50 because it arrived broken")
     request_id = outcome.pending[0].confirmation_id
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD)
-    card = bob.page.locator(f"[data-request-id='{request_id}']")
+    card = bob.page.locator(f"[data-pane-for='{request_id}']")
     _expect()(card).to_be_visible()
     _no_reload(bob)
     return bob, card, request_id
@@ -137,7 +140,7 @@ def test_a_decision_on_a_stale_card_is_refused_readably(open_person, requester, 
     request_id = outcome.pending[0].confirmation_id
     bob = open_person("approver1")
     bob.sign_in(approver1.username, DEMO_PASSWORD)
-    card = bob.page.locator(f"[data-request-id='{request_id}']")
+    card = bob.page.locator(f"[data-pane-for='{request_id}']")
     expect(card).to_be_visible()
 
     from approvals import approver_actions

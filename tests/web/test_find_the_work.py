@@ -75,7 +75,8 @@ def test_the_poll_reports_pending_requests_and_their_quorum(client, approver1, a
     data = client.get(live).json()
     assert data["pending_count"] == 1 and data["poll_seconds"] >= 1
     assert data["pending"] == [{"id": str(refund_request.pk), "approvals": 0, "quorum": 2,
-                                "expires_at": refund_request.expires_at.isoformat()}]
+                                "expires_at": refund_request.expires_at.isoformat(),
+                                "claimed_by": None, "claimed_by_me": False}]
 
     # another approver approves: the quorum moves
     approver_actions.confirmation_approve(request_id=refund_request.pk, approver=approver2)
@@ -120,12 +121,13 @@ def test_a_notification_link_opens_the_request(client, approver1, approver2, out
     client.force_login(approver1)
     page = client.get(url)
     assert page.status_code == 200
-    assert [r.pk for r in page.context["rows"]] == [refund_request.pk] and page.context["tab"] == "pending"
+    assert page.context["pane"].pk == refund_request.pk and page.context["pane"].decidable
     assert 'data-testid="approve"' in page.content.decode()
 
     approver_actions.confirmation_reject(request_id=refund_request.pk, approver=approver2, reason="not covered")
     page = client.get(url)
-    assert page.status_code == 200 and page.context["tab"] == "history"
+    assert page.status_code == 200 and not page.context["pane"].decidable
+    assert page.context["pane"].outcome["outcome"] == "REJECTED"
     assert 'data-testid="approve"' not in page.content.decode()
 
     for user in (outsider_approver, requester):  # another tenant; someone who may not approve it

@@ -16,17 +16,11 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from core.errors import NotFoundError
-from approvals import amendments, approver_actions
+from approvals import amendments, approver_actions, claims
+from approvals.inbox import live_claim
 from approvals.models import Approval, ConfirmationRequest
-from approvals.selectors import (
-    approval_facts,
-    approver_eligibility,
-    edit_rules_of,
-    outcome_of,
-    request_as_seen_by_decider,
-    requests_decidable_by,
-    requests_history_for,
-)
+from approvals.selectors import (approval_facts, approver_eligibility, edit_rules_of, outcome_of,
+                                 request_as_seen_by_decider, requests_decidable_by, requests_history_for)
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status
@@ -103,6 +97,13 @@ class ApprovalRequestSerializer(serializers.Serializer):
         "SERVICE_ACCOUNT, GRANTED_BY_REQUESTER (their standing was proposed or approved by the requester), "
         "GRANTED_AFTER_REQUEST (it began after the request was created)."))
 
+    claimed_by = serializers.SerializerMethodField(help_text="Who is reviewing it now (POST .../claim/), or null.")
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_claimed_by(self, request: ConfirmationRequest) -> str | None:
+        claim = live_claim(request)
+        return claim.user.get_username() if claim is not None else None
+
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_policy_rules(self, request: ConfirmationRequest) -> list[str]:
         return list(request.policy_rules or [])
@@ -156,6 +157,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
 
 
 def _decided(user, request_id: uuid.UUID) -> Response:
+    claims.claim_release_on_decision(request_id=request_id, user=user)  # a decision ends the claim on it
     row = request_as_seen_by_decider(user=user, request_id=request_id)
     if row is None:  # cannot happen after a successful decision; fail closed all the same
         raise NotFoundError("unknown confirmation request")
@@ -183,7 +185,7 @@ class ApprovalListApi(ApiView):
             rows = requests_history_for(user=request.user)
         else:
             rows = requests_decidable_by(user=request.user)
-        return paginated_response(self, rows, ApprovalRequestSerializer)
+        return paginated_response(self, rows.select_related("claim__user"), ApprovalRequestSerializer)
 
 
 class ApprovalApproveApi(ApiView):
