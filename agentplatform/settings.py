@@ -142,6 +142,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # the navigation's count of requests the user may decide (one lazy COUNT)
                 "approvals.context_processors.approvals_nav",
+                "agentplatform.web.context_processors.people_nav",
             ],
         },
     },
