@@ -70,14 +70,12 @@ def _success(name: str, args: dict[str, Any], data: Any, message: str, zh: bool)
         return _inventory(data, zh)
     if name == "list_orders":
         return _orders(data, zh)
+    # Record ids (cancellation_id, refund_id) stay in the API and the audit trail: people read the order.
     if name == "cancel_order":
-        cid = data.get("cancellation_id", "?")
-        return f"订单 {order_id} 已取消（取消单号 {cid}）。" if zh else \
-            f"Order {order_id} has been cancelled (cancellation id {cid})."
+        return f"订单 {order_id} 已取消。" if zh else f"Order {order_id} has been cancelled."
     if name == "refund_order":
-        amount, rid = data.get("amount", args.get("amount", "?")), data.get("refund_id", "?")
-        return f"订单 {order_id} 已退款 {amount}（退款单号 {rid}）。" if zh else \
-            f"Refunded {amount} for order {order_id} (refund id {rid})."
+        amount = data.get("amount", args.get("amount", "?"))
+        return f"订单 {order_id} 已退款 {amount}。" if zh else f"Refunded {amount} for order {order_id}."
     if name == TRACK_TOOL:
         number, status = data.get("tracking_number", args.get("tracking_number", "?")), data.get("status", "?")
         carrier, city = data.get("carrier", "?"), data.get("city", "?")

@@ -85,8 +85,8 @@ def status_text(*, outcome: str, code: str, needs: str, decider: dict | None, re
     role = decider["role"] if decider else ""
     if outcome == "PENDING":
         if needs == "requester":
-            return "Waiting for your confirmation. / 等待您的确认。"
-        return f"Waiting for approval: {approvals} of {quorum} so far. / 等待审批：已批准 {approvals}/{quorum}。"
+            return "Only you can confirm this call. / 仅您本人可以确认。"
+        return f"Waiting for approvers / 等待审批人: {approvals} / {quorum} approved / 已批准"
     if outcome == "CONFIRMED":
         return "Approved — about to run. / 已批准，即将执行。"
     if outcome == "EXECUTED":
@@ -94,8 +94,7 @@ def status_text(*, outcome: str, code: str, needs: str, decider: dict | None, re
         if approvers:
             text += f" Approved by {', '.join(approvers)}. / 批准人：{', '.join(approvers)}。"
         if edited_by:
-            text += (f" It ran as changed by {', '.join(edited_by)}. / 按 {', '.join(edited_by)} "
-                     f"修改后的参数执行。")
+            text += f" Arguments edited by {', '.join(edited_by)} before it ran. / 按审批人修改后的参数执行。"
         return text
     if outcome == "FAILED":
         return f"It ran but did not succeed: {failure_words(code)}. / 已执行但未成功。"
@@ -103,15 +102,15 @@ def status_text(*, outcome: str, code: str, needs: str, decider: dict | None, re
         return f"Stopped just before it ran: {failure_words(code)} — {NOTHING}."
     if outcome == "REJECTED":
         if role == "requester":
-            return f"You cancelled it — {NOTHING}."
+            return f"Cancelled — {NOTHING}. You declined it. / 您已拒绝。"
         because = f" Reason / 原因: {quoted(reason)}" if reason else " No reason given. / 未说明原因。"
         return f"Rejected by {who or 'a reviewer / 审核人'} — {NOTHING}.{because}"
     if outcome == "CANCELLED":
         if code == "TOOL_STOPPED":
             return f"{who or 'An administrator'} stopped this action — {NOTHING}. / 管理员已停用此操作。"
         if role == "administrator" and who:
-            return f"The run was stopped by {who} — {NOTHING}. / 运行已被停止。"
-        return f"The run was stopped — {NOTHING}. / 运行已停止。"
+            return f"Run stopped by {who} — {NOTHING}. / 运行已被停止。"
+        return f"Run stopped — {NOTHING}. / 运行已停止。"
     if outcome == "SUPERSEDED":
         return f"Replaced by a newer request for the same action — {NOTHING} here. / 已被同一操作的新请求取代。"
     if outcome == "EXPIRED":

@@ -83,7 +83,7 @@ def _card(request: ConfirmationRequest) -> dict[str, Any]:
                        "decision_text": card_words.DECISION_WORDS.get(a.decision, a.decision.lower()),
                        "comment": mask_value("comment", a.comment), "at": a.created_at} for a in decisions],
         "edits": edits,
-        "edit_text": (f"Changed by {', '.join(edited_by)} / 修改人: {changes}" if edits else ""),
+        "edit_text": (f"Edited by {', '.join(edited_by)} / 修改人: {changes}" if edits else ""),
         "created_at": request.created_at, "expires_at": request.expires_at,
         "decided_at": request.decided_at or request.consumed_at,
     }

@@ -46,6 +46,8 @@ def run_answered_calls(*, run: Run) -> list[dict[str, Any]]:
         shown = edited.get(call_id) if call_id in edited else mask_mapping(arguments)
         answered.append({"id": call_id, "type": "function",
                          "function": {"name": name or str(payload.get("tool") or ""),
-                                      "arguments": json.dumps(shown, ensure_ascii=False, sort_keys=True)},
+                                      # ASCII escapes: a refused call's arguments may hold text
+                                      # that cannot be encoded (a lone surrogate the model sent)
+                                      "arguments": json.dumps(shown, ensure_ascii=True, sort_keys=True)},
                          "success": bool(payload.get("success")), "code": str(payload.get("code") or "")})
     return answered

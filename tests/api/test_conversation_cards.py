@@ -82,7 +82,7 @@ def test_a_pending_card_needs_the_requester_and_says_so(api, requester, cancel_p
     body = _conversation(api(requester), cancel_pending.run.conversation_id)
     [card] = body["cards"]
     assert (card["outcome"], card["needs"], card["state"]) == ("PENDING", "requester", "pending")
-    assert card["status_text"].startswith("Waiting for your confirmation")
+    assert card["status_text"].startswith("Only you can confirm this call")
     assert card["confirmation_id"] == str(cancel_pending.pending[0].confirmation_id)
     assert body["status"] == "waiting_for_you" and body["latest_run"]["status"] == "AWAITING_CONFIRMATION"
     # the token never appears in what the page reads

@@ -83,7 +83,7 @@ def test_after_a_reload_the_requester_cancels_the_pending_call_with_a_fresh_toke
     card.locator("[data-testid=cancel]").click()
 
     final = alice.page.locator("[data-testid=final-answer]")
-    expect(final).to_contain_text("rejected")
+    expect(final).to_contain_text("You declined")
     expect(card).to_contain_text("Cancelled — nothing was done")
     alice.shot("2-cancelled")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID
@@ -181,9 +181,12 @@ def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_of
 
     _send(alice, "Cancel A202607290003 because the customer changed their mind")
 
+    # the person reads that the action is not offered to them; the code stays in the API
     final = alice.page.locator("[data-testid=final-answer]")
-    expect(final).to_contain_text("TOOL_NOT_FOUND")
-    expect(alice.page.locator(".step.failed")).to_contain_text("TOOL_NOT_FOUND")
+    expect(final).to_contain_text("it is not among the actions offered to you")
+    expect(alice.page.locator(".step.failed")).to_contain_text("not available to you")
+    expect(alice.page.locator(".step.failed")).to_have_attribute("data-code", "TOOL_NOT_FOUND")
+    expect(alice.page.locator("#messages")).not_to_contain_text("TOOL_NOT_FOUND")
     expect(alice.page.locator("[data-testid=confirmation-card]")).to_have_count(0)
     alice.shot("3-chat-tool-not-offered")
     run = Run.objects.get(user=requester)

@@ -103,7 +103,7 @@ def test_answer_from_tool_results_uses_the_real_numbers(stream):
 
     assert "SKU-10001: 120 available, 5 locked" in answer
     assert "WH-HZ-01: 100 available, 3 locked" in answer and "WH-SH-02: 20 available, 2 locked" in answer
-    assert "Order A202607290001 has been cancelled (cancellation id 42)." in answer
+    assert "Order A202607290001 has been cancelled." in answer and "42" not in answer  # no record ids
 
 
 def test_chinese_answer_and_failures_explained():
@@ -129,7 +129,7 @@ def test_rejection_expiry_and_refund_answers():
     assert "Refund an order (A202607290001) was rejected by bob" in rejected and "nothing was done" in rejected
     assert "fraud suspected" in rejected and "refund_order" not in rejected
     assert "confirmation" in expired and "expired; nothing was done" in expired
-    assert "Refunded 12.50 for order A202607290001 (refund id 7)." == refunded
+    assert "Refunded 12.50 for order A202607290001." == refunded
 
 
 def test_list_answer_mentions_orders_and_next_page():
