@@ -174,7 +174,9 @@
      edit old → new, each reviewer's decision and comment, and the status in words. */
   Card.prototype.apply = function (c) {
     if (!c) { return; }
-    this.node.setAttribute("data-outcome", c.outcome);
+    // data-outcome: the run's code when the stream told it (settle), else the stored one.
+    this.node.setAttribute("data-result", c.outcome);
+    if (!this.streamed) { this.node.setAttribute("data-outcome", c.outcome_code || c.outcome); }
     this.node.setAttribute("data-state", c.state);
     var summary = this.node.querySelector(".card-summary");
     if (summary && c.summary) { summary.textContent = c.summary; }
@@ -215,6 +217,7 @@
   /* The run's stream says this call ended: show it at once, then the server's card. */
   Card.prototype.settle = function (success, code) {
     this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
+    this.streamed = true;
     this.node.setAttribute("data-outcome", code || (success ? "OK" : ""));
     this.resolve(success ? "Done — it ran once. / 已执行。" : "Not done — nothing was done / 未执行.",
                  success ? "ok" : "failed");

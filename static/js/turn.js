@@ -61,6 +61,7 @@
     if (options && options.history) {
       this.done = true;
       this.row.classList.add("history");
+      this.draft.className = "";  // no answer of its own: the stored answer follows as a message
       this.setStatus("");
       this.stopButton.style.display = "none";
     }

@@ -45,7 +45,7 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     expect(card.locator("[data-testid=assistant-text]")).to_contain_text("the customer changed their mind")
     expect(card.locator(".badge-risk")).to_have_text("HIGH 高")
     expect(card.locator(".countdown")).to_contain_text(" left")
-    expect(alice.page.locator(".step.waiting")).to_contain_text("Cancel order")
+    expect(alice.page.locator(".step.waiting")).to_contain_text("Cancel an order / 取消订单")
     expect(alice.page.locator("#conversation-list .conversation")).to_have_count(1)
     alice.shot("2-confirmation-card")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID  # nothing ran yet
@@ -55,7 +55,7 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     final = alice.page.locator("[data-testid=final-answer]")
     expect(final).to_contain_text("Order A202607290001 has been cancelled")
     expect(card).to_contain_text("Done")
-    expect(alice.page.locator(".step.ok")).to_contain_text("Cancel order")
+    expect(alice.page.locator(".step.ok")).to_contain_text("Cancel an order / 取消订单")
     alice.shot("3-final-answer")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.CANCELLED
     assert Cancellation.objects.filter(order__order_id="A202607290001").count() == 1
