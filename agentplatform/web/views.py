@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from agentplatform.runtime.demo.seed import suggestions
+from agentplatform.runtime.demo.suggestions import suggestions
 from approvals.selectors import may_approve
 from tools.display import tool_label
 from tools.registry import registry
@@ -37,7 +37,7 @@ def chat(request: HttpRequest) -> HttpResponse:
     """`/chat/`: conversation list, message box, streamed answers, tool progress and confirmation
     cards. `?c=<conversation id>` opens that conversation (the script checks it through the API,
     so another user's id simply shows "not found"). The suggestions follow the tools offered to the
-    user now and name only demo orders that can still succeed (agentplatform.runtime.demo.seed.
+    user now and name only demo orders that can still succeed (agentplatform.runtime.demo.
     suggestions); `tool_labels` gives the page each tool's title for people (tools.display)."""
     tenant = getattr(request.user, "tenant", None)
     offered = set(offered_tools(user=request.user))

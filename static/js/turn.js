@@ -165,7 +165,10 @@
         break;
       case "ERROR":
         this.freezeDraft();
-        var error = el("div", "turn-error", ERROR_WORDS[payload.code] || payload.message || "Something went wrong. / 出错了。");
+        var words = payload.code === "PERMISSION_DENIED" && payload.message  // it names what is missing
+          ? "You are not allowed to do this / 您无权执行此操作: " + payload.message
+          : ERROR_WORDS[payload.code] || payload.message || "Something went wrong. / 出错了。";
+        var error = el("div", "turn-error", words);
         error.setAttribute("data-code", payload.code || "");
         this.bubble.appendChild(error);
         this.setStatus("");
