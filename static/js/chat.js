@@ -16,13 +16,14 @@
  * Every answer and every tool step on screen comes from the run's event stream, so the page looks
  * the same whether the run was resumed in this request (eager Celery) or later by a worker.
  * Text is always inserted with textContent: nothing from the model or the API becomes HTML.
- * Needs api.js (window.AP helpers), card.js (AP.Card) and turn.js (AP.Turn) first.
+ * Needs api.js (window.AP helpers), card.js (AP.Card), turn.js (AP.Turn) and sidebar.js
+ * (AP.Sidebar: the list of conversations) first.
  */
 (function () {
   "use strict";
 
   var root = document.getElementById("chat-app");
-  if (!root || !window.AP || !window.AP.Turn || !window.AP.Card) { return; }
+  if (!root || !window.AP || !window.AP.Turn || !window.AP.Card || !window.AP.Sidebar) { return; }
   var API = root.getAttribute("data-api") || "/api/v1/";
   var els = {
     list: document.getElementById("conversation-list"),
@@ -41,65 +42,29 @@
     streams: {},      // run_id -> EventSource
     turns: {},        // run_id -> Turn
     latestRunId: null, // newest run of the open conversation (to spot the next one)
-    query: "",        // the sidebar's search words
     sending: false
   };
 
-  var el = window.AP.el, listOf = window.AP.listOf, errorText = window.AP.errorText, timeText = window.AP.timeText;
+  var el = window.AP.el, errorText = window.AP.errorText;
   var api = window.AP.client(API);
 
   function scrollDown() { els.messages.scrollTop = els.messages.scrollHeight; }
 
-  // -- conversation list ---------------------------------------------------------------------
+  var sidebar = new window.AP.Sidebar({
+    list: els.list, search: els.search, api: api,
+    currentId: function () { return state.conversationId; },
+    onOpen: function (id) { openConversation(id); },
+    onCurrent: function (c) { els.title.textContent = c.title || "Untitled / 未命名"; }
+  });
 
-  function renderConversations(items) {
-    els.list.textContent = "";
-    if (!items.length) {
-      els.list.appendChild(el("li", "muted small", state.query ? "Nothing found. / 未找到。"
-        : "No conversations yet. / 暂无对话"));
-      return;
-    }
-    items.forEach(function (c) {
-      var li = el("li");
-      var button = el("button", "conversation" + (c.id === state.conversationId ? " active" : ""));
-      button.type = "button";
-      button.setAttribute("data-conversation-id", c.id);
-      button.setAttribute("data-status", c.status || "");
-      button.title = c.title || "";
-      button.appendChild(el("span", "conversation-title", c.title || "Untitled / 未命名"));
-      var meta = el("span", "conversation-meta");
-      var status = el("span", "conversation-status status-" + (c.status || "new"), c.status_text || "");
-      status.setAttribute("data-testid", "conversation-status");
-      meta.appendChild(status);
-      meta.appendChild(el("time", "conversation-time", timeText(c.updated_at || c.created_at)));
-      button.appendChild(meta);
-      button.addEventListener("click", function () { openConversation(c.id); });
-      li.appendChild(button);
-      els.list.appendChild(li);
-    });
-  }
-
-  function refreshConversations() {
-    var query = state.query ? "?q=" + encodeURIComponent(state.query) : "";
-    return api("GET", "conversations/" + query).then(function (data) {
-      var items = listOf(data);
-      renderConversations(items);
-      var current = items.filter(function (c) { return c.id === state.conversationId; })[0];
-      if (current) { els.title.textContent = current.title || "Untitled / 未命名"; }
-    }).catch(function (error) {
-      els.list.textContent = "";
-      els.list.appendChild(el("li", "muted small", errorText(error)));
-    });
-  }
+  function refreshConversations() { return sidebar.refresh(); }
 
   function setConversation(id) {
     state.conversationId = id;
     var url = new URL(window.location.href);
     if (id) { url.searchParams.set("c", id); } else { url.searchParams.delete("c"); }
     window.history.replaceState(null, "", url.toString());
-    els.list.querySelectorAll(".conversation").forEach(function (b) {
-      b.classList.toggle("active", b.getAttribute("data-conversation-id") === id);
-    });
+    sidebar.setActive(id);
   }
 
   function closeStreams() {
@@ -329,16 +294,6 @@
     els.title.textContent = "New conversation / 新对话";
     els.input.focus();
   });
-  var searchTimer = null;
-  if (els.search) {
-    els.search.addEventListener("input", function () {
-      clearTimeout(searchTimer);
-      searchTimer = setTimeout(function () {
-        state.query = els.search.value.trim().slice(0, 100);
-        refreshConversations();
-      }, 250);
-    });
-  }
   document.querySelectorAll("[data-suggest]").forEach(function (chip) {
     chip.addEventListener("click", function () {
       els.input.value = chip.getAttribute("data-suggest");
