@@ -3,7 +3,8 @@ and by what the person wrote in it. One query per page, whatever its length (the
 from annotations, not a read per row)."""
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from agentplatform.runtime.models import Conversation, Message, Run
 from agentplatform.runtime.selectors import conversations_for
@@ -27,15 +28,18 @@ _BY_RUN_STATUS = {Run.Status.RUNNING: "working", Run.Status.COMPLETED: "answered
 
 
 def conversations_listed(*, user, query: str = "") -> QuerySet[Conversation]:
-    """The user's conversations (their tenant), newest activity first, each annotated with
-    `latest_status` (its newest run's status or None) and `waits_for_you` (an open request of
-    theirs in it needs their own confirmation). query: words to find in the title or in a message
+    """The user's conversations (their tenant), newest first, each annotated with `latest_status`
+    (its newest run's status or None), `waits_for_you` (an open request of theirs in it needs
+    their own confirmation) and `last_activity` (when its newest run last changed, else when the
+    conversation did). query: words to find in the title or in a message
     the user wrote (case-insensitive; at most MAX_QUERY_CHARS characters are used)."""
-    latest = Run.objects.filter(conversation_id=OuterRef("pk")).order_by("-created_at").values("status")[:1]
+    runs = Run.objects.filter(conversation_id=OuterRef("pk")).order_by("-created_at")
     mine = ConfirmationRequest.objects.filter(
         ConfirmationRequest.open_q(clock.now()), conversation_id=OuterRef("pk"), user_id=user.pk,
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.REQUESTER)
-    rows = conversations_for(user=user).annotate(latest_status=Subquery(latest), waits_for_you=Exists(mine))
+    rows = conversations_for(user=user).annotate(
+        latest_status=Subquery(runs.values("status")[:1]), waits_for_you=Exists(mine),
+        last_activity=Coalesce(Subquery(runs.values("updated_at")[:1]), F("updated_at")))
     query = (query or "").strip()[:MAX_QUERY_CHARS]
     if query:
         said = Message.objects.filter(conversation_id=OuterRef("pk"), role="user", content__icontains=query)

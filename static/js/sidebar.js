@@ -44,7 +44,7 @@
       var status = el("span", "conversation-status status-" + (c.status || "new"), c.status_text || "");
       status.setAttribute("data-testid", "conversation-status");
       meta.appendChild(status);
-      meta.appendChild(el("time", "conversation-time", timeText(c.updated_at || c.created_at)));
+      meta.appendChild(el("time", "conversation-time", timeText(c.last_activity || c.updated_at || c.created_at)));
       button.appendChild(meta);
       button.addEventListener("click", function () { onOpen(c.id); });
       li.appendChild(button);

@@ -3,10 +3,12 @@ status and search, and the synchronous chat answer's `tool_calls`."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 
 from agentplatform.runtime import services
+from agentplatform.runtime.models import Run
 from approvals.models import ConfirmationRequest
 from tests.api.conftest import CANCEL_ORDER, REFUND_ORDER, assert_error
 
@@ -107,6 +109,8 @@ def test_the_list_shows_a_status_tells_titles_apart_and_searches(api, requester,
     rows = {c["id"]: c for c in client.get("/api/v1/conversations/").json()["results"]}
     waiting = rows[str(cancel_pending.run.conversation_id)]
     assert (waiting["status"], waiting["status_text"]) == ("waiting_for_you", "Waiting for you / 等待您确认")
+    run = Run.objects.get(pk=cancel_pending.run.pk)
+    assert datetime.fromisoformat(waiting["last_activity"]) == run.updated_at  # the run's time, not the row's
     # search finds a conversation by what the person wrote in it, not only by its title
     found = client.get("/api/v1/conversations/", {"q": CANCEL_ORDER}).json()["results"]
     assert [c["id"] for c in found] == [str(cancel_pending.run.conversation_id)]

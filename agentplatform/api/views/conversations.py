@@ -36,6 +36,7 @@ class ConversationSummarySerializer(serializers.Serializer):
     title = serializers.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    last_activity = serializers.DateTimeField(help_text="When its newest run last changed (else updated_at).")
     status = serializers.ChoiceField(choices=[(k, k) for k in STATUS_WORDS], help_text=(
         "Where it stands: new, waiting_for_you (a call needs your confirmation), waiting_for_approval, "
         "working, answered, failed, stopped."))
@@ -46,7 +47,8 @@ def conversation_summary(conversation) -> dict:
     """The list shape of a conversation annotated by conversations_listed (or a new one)."""
     status = conversation_status(conversation)
     return {"id": conversation.id, "title": conversation.title, "created_at": conversation.created_at,
-            "updated_at": conversation.updated_at, "status": status, "status_text": STATUS_WORDS[status]}
+            "updated_at": conversation.updated_at, "status": status, "status_text": STATUS_WORDS[status],
+            "last_activity": getattr(conversation, "last_activity", None) or conversation.updated_at}
 
 
 @extend_schema_serializer(component_name="Conversation")
@@ -77,6 +79,7 @@ def conversation_detail(conversation, *, new: bool = False) -> dict:
     status = conversation_status(conversation) if new else _status_of(conversation, latest)
     return {"id": conversation.id, "title": conversation.title, "created_at": conversation.created_at,
             "updated_at": conversation.updated_at, "status": status, "status_text": STATUS_WORDS[status],
+            "last_activity": latest.updated_at if latest is not None else conversation.updated_at,
             "messages": [] if new else list(conversation_messages(conversation=conversation)),
             "latest_run": latest, "cards": [] if new else conversation_cards(conversation=conversation)}
 
