@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
-from approvals.models import Approval, ConfirmationRequest
+from approvals.models import ConfirmationRequest
 from tools.models import RiskLevel
 
 OUTCOMES = ("PENDING", "CONFIRMED", "EXECUTED", "FAILED", "REFUSED", "REJECTED", "CANCELLED", "SUPERSEDED",
@@ -22,7 +22,7 @@ class DecisionCardSerializer(serializers.Serializer):
     @extend_schema_serializer(component_name="DecisionCardDecision")
     class DecisionSerializer(serializers.Serializer):
         name = serializers.CharField(help_text="The reviewer's display name.")
-        decision = serializers.ChoiceField(choices=Approval.Decision.choices)
+        decision = serializers.CharField(help_text="APPROVE, REJECT, EDIT or RESPOND.")
         decision_text = serializers.CharField(help_text="The decision in words, English / Chinese.")
         comment = serializers.CharField(allow_blank=True, help_text="Their comment or reason (masked).")
         at = serializers.DateTimeField()
