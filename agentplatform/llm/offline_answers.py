@@ -130,7 +130,7 @@ def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable
     action = _action(name, args, zh)
     who, role, reason = _decider(data)
     if code == "REJECTED" and role == "requester":
-        text = f"您拒绝了{action}，未执行任何操作。" if zh else f"You declined {action}; nothing was done."
+        text = f"您拒绝了{action}，未执行任何操作。" if zh else f"You rejected {action}; nothing was done."
         return text
     en, cn = _FAILURES.get(code, ("{action} did not succeed: {message}", "{action}未成功：{message}"))
     message = message.strip() or ("未成功" if zh else "it did not succeed")

@@ -83,7 +83,7 @@ def test_after_a_reload_the_requester_cancels_the_pending_call_with_a_fresh_toke
     card.locator("[data-testid=cancel]").click()
 
     final = alice.page.locator("[data-testid=final-answer]")
-    expect(final).to_contain_text("You declined")
+    expect(final).to_contain_text("You rejected")
     expect(card).to_contain_text("Cancelled — nothing was done")
     alice.shot("2-cancelled")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID
