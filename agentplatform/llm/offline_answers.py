@@ -117,11 +117,12 @@ def _action(name: str, args: dict[str, Any], zh: bool) -> str:
 
 
 def _decider(data: Any) -> tuple[str, str, str]:
-    """(who, role, reason) from a REJECTED result's data: who decided (username), "approver" or
+    """(who, role, reason) from a REJECTED result's data: who decided (display name, else username), "approver" or
     "requester", and the reason; "" where unknown."""
     data = data if isinstance(data, dict) else {}
     decider = data.get("decided_by") if isinstance(data.get("decided_by"), dict) else {}
-    return str(decider.get("username") or ""), str(decider.get("role") or ""), str(data.get("reason") or "")
+    who = decider.get("name") or decider.get("username") or ""
+    return str(who), str(decider.get("role") or ""), str(data.get("reason") or "")
 
 
 def _failure(name: str, args: dict[str, Any], code: str, message: str, retryable: bool, zh: bool,

@@ -79,6 +79,7 @@ def test_a_reload_keeps_a_rejections_name_and_reason_and_an_edits_old_to_new(
     expect(rejected).to_contain_text("fraud suspected")
     expect(rejected.locator("[data-testid=card-status]")).to_contain_text("Rejected by Bob Brown")
     expect(alice.page.locator("[data-testid=final-answer]").last).to_contain_text("fraud suspected")
+    expect(alice.page.locator("[data-testid=final-answer]").last).to_contain_text("rejected by Bob Brown")
     live = [cards.nth(i).locator("[data-testid=card-status]").inner_text() for i in range(2)]
     live_edit_text = live_edit.inner_text()
     _named_shot(alice, "chat-remembers-live.png")
