@@ -147,6 +147,7 @@ TEMPLATES = [
                 # whether the navigation links the approval overview (administrators, auditors; lazy)
                 "approvals.overview_access.overview_nav",
                 "agentplatform.web.auditor.context.auditor_nav",  # the Audit link, for auditors
+                "agentplatform.web.context_processors.people_nav",
             ],
         },
     },

@@ -55,13 +55,29 @@ _STATUSES = (
     (re.compile(r"\bpaid\b|已支付|已付款|待发货", re.I), "PAID"),
 )
 
-_HELP_EN = ("I'm the offline demo planner, not a real model. I can: check stock (\"stock of SKU-10001 in "
-            "WH-HZ-01\"), list orders (\"list shipped orders\"), cancel an order (\"cancel A202607290001 "
-            "because the customer changed their mind\") or refund one (\"refund A202607290001 amount 12.50 "
-            "because it arrived damaged\").")
-_HELP_ZH = ("我是离线演示规划器，不是真正的模型。我可以：查询库存（“查询 SKU-10001 在 WH-HZ-01 的库存”）、"
-            "列出订单（“列出已发货的订单”）、取消订单（“取消订单 A202607290001，原因：客户不想要了”）、"
-            "退款（“订单 A202607290001 退款 12.5，原因：商品损坏”）。")
+# What the planner can do, one phrase per tool (English, Chinese); the help text names only the
+# tools offered in this run, so it never suggests what the person cannot use.
+_HELP_PARTS = (
+    ("query_inventory", "check stock (\"stock of SKU-10001 in WH-HZ-01\")", "查询库存（“查询 SKU-10001 在 WH-HZ-01 的库存”）"),
+    ("list_orders", "list orders (\"list shipped orders\")", "列出订单（“列出已发货的订单”）"),
+    ("cancel_order", "cancel an order (\"cancel A202607290001 because the customer changed their mind\")",
+     "取消订单（“取消订单 A202607290001，原因：客户不想要了”）"),
+    ("refund_order", "refund one (\"refund A202607290001 amount 12.50 because it arrived damaged\")",
+     "退款（“订单 A202607290001 退款 12.5，原因：商品损坏”）"),
+)
+
+
+def _help(offered: set[str], chinese: bool) -> str:
+    """The help text, naming what the offered tools can do (all of it when `offered` is empty: the
+    caller did not say)."""
+    parts = [(en, zh) for name, en, zh in _HELP_PARTS if not offered or name in offered]
+    if not parts:
+        return ("我是离线演示规划器，不是真正的模型。目前没有向您提供可用的操作，请联系管理员。" if chinese else
+                "I'm the offline demo planner, not a real model. No actions are offered to you here; "
+                "ask your administrator.")
+    if chinese:
+        return "我是离线演示规划器，不是真正的模型。我可以：" + "、".join(zh for _, zh in parts) + "。"
+    return "I'm the offline demo planner, not a real model. I can: " + ", ".join(en for en, _ in parts) + "."
 
 
 def _latest_user_text(messages: list[dict[str, Any]]) -> str:
@@ -129,13 +145,15 @@ def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[st
     """Return the next assistant message for `messages`, in chat-completions format.
 
     messages: the conversation so far. tools: the offered definitions; IGNORED on purpose (see
-    the module docstring: calls are proposed by intent, and governance must refuse unoffered ones).
+    the module docstring: calls are proposed by intent, and governance must refuse unoffered ones),
+    except by the help text, which names only what they can do.
     Returns {"role": "assistant", "content": str | None, "tool_calls"?: [{"id", "type": "function",
     "function": {"name", "arguments": JSON str}}]}. After tool results: a final answer in the user's
     language (Chinese when the latest user message has CJK characters). After a user message: tool
     calls for every intent found, else a help text. Anything else: the help text. Raises nothing.
     """
-    del tools  # a naive planner: it does not look at what it was offered
+    # A naive planner: it proposes by intent whatever it was offered; only its help follows `tools`.
+    offered = {str((t.get("function") or {}).get("name") or "") for t in tools if isinstance(t, dict)}
     user_text = _latest_user_text(messages)
     chinese = bool(_CJK.search(user_text))
     last = messages[-1] if messages else {}
@@ -143,7 +161,7 @@ def plan(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[st
         return {"role": "assistant", "content": answer_from_results(messages, chinese=chinese)}
     intents = _intents(user_text) if last.get("role") == "user" else []
     if not intents:
-        return {"role": "assistant", "content": _HELP_ZH if chinese else _HELP_EN}
+        return {"role": "assistant", "content": _help(offered, chinese)}
     tool_calls = [
         {"id": _call_id(messages, i, name), "type": "function",
          "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any, Callable
 
+from agentplatform.runtime.cards import display_name
 from approvals import presentation
 from approvals.amendments import describe_changes
 from approvals.models import Approval, ConfirmationRequest
@@ -81,6 +82,8 @@ def decision_answer(request: ConfirmationRequest) -> tuple[ToolResult, dict[str,
     Returns (the tool result, the TOOL_EXECUTION_COMPLETED payload)."""
     reason = mask_value("reason", request.decision_reason or "")
     decider = presentation.decider(request)
+    if decider is not None:  # the name people know them by, beside the username
+        decider = {**decider, "name": display_name(request.decided_by)}
     result = ANSWERS.get(request.status, _expired)(request, decider, reason)
     payload = {"tool_call_id": request.tool_call_id, "tool": request.tool_name, "success": False,
                "code": result.code, "confirmation_id": str(request.pk), "status": request.status,

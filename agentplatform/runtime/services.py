@@ -9,6 +9,7 @@ import logging
 import uuid
 
 from django.db import transaction
+from django.db.models import Q
 
 from core import clock, correlation
 from core.errors import ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError
@@ -48,8 +49,16 @@ def conversation_new(*, user, title: str = "", max_chars: int = 200) -> Conversa
 @transaction.atomic
 def conversation_create(*, user, title: str = "", max_chars: int = 200) -> Conversation:
     """Create a conversation for `user` in their tenant (`title` as `conversation_new`). Raises
-    PermissionDeniedError without a tenant."""
+    PermissionDeniedError without a tenant. A title the user already has on another conversation
+    gets a number (" (2)", " (3)", ...) so the list tells them apart."""
     conversation = conversation_new(user=user, title=title, max_chars=max_chars)
+    if conversation.title:
+        same = Conversation.objects.filter(
+            Q(title=conversation.title) | Q(title__startswith=conversation.title + " ("),
+            tenant_id=user.tenant_id, user=user).count()
+        if same:
+            suffix = f" ({same + 1})"
+            conversation.title = conversation.title[:200 - len(suffix)] + suffix
     conversation.save(force_insert=True)
     return conversation
 

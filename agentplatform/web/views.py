@@ -11,9 +11,12 @@ from django.urls import reverse
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_GET
 
-from agentplatform.runtime.demo.seed import suggestions
+from agentplatform.runtime.demo.suggestions import suggestions
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR, admin_role, is_auditor
 from approvals.selectors import may_approve
+from tools.display import tool_label
+from tools.registry import registry
+from tools.selectors import offered_tools
 
 
 def landing_url(user) -> str:
@@ -41,12 +44,16 @@ def home(request: HttpRequest) -> HttpResponse:
 def chat(request: HttpRequest) -> HttpResponse:
     """`/chat/`: conversation list, message box, streamed answers, tool progress and confirmation
     cards. `?c=<conversation id>` opens that conversation (the script checks it through the API,
-    so another user's id simply shows "not found"). The suggestions name demo orders of the user's
-    tenant that the demo's story leaves fresh (agentplatform.runtime.demo.seed.suggestions)."""
+    so another user's id simply shows "not found"). The suggestions follow the tools offered to the
+    user now and name only demo orders that can still succeed (agentplatform.runtime.demo.
+    suggestions); `tool_labels` gives the page each tool's title for people (tools.display)."""
     tenant = getattr(request.user, "tenant", None)
+    offered = set(offered_tools(user=request.user))
+    names = {spec.name for spec in registry.all()} | offered
     return render(request, "chat/chat.html", {
         "conversation_id": request.GET.get("c", "")[:64],
-        "suggestions": suggestions(tenant.slug if tenant is not None else None),
+        "suggestions": suggestions(tenant.slug if tenant is not None else None, offered=offered),
+        "tool_labels": {name: tool_label(name) for name in sorted(names)},
         "model_name": settings.LLM_MODEL,
         "offline_model": not settings.LLM_API_KEY,
     })

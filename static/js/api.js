@@ -60,13 +60,13 @@
     return (data && (data.results || data.items)) || [];
   }
 
-  /* What a person reads for an API error. */
+  /* What a person reads for an API error: words, never the code (it stays on error.code). */
   function errorText(error) {
     // A refusal names what is missing (e.g. "missing the permission catalog.cancel_order"): show it.
     if (error.code === "PERMISSION_DENIED" && error.message && error.message !== "Forbidden") {
-      return error.message + " (PERMISSION_DENIED)";
+      return "You are not allowed to do this / 您无权执行此操作: " + error.message;
     }
-    return ERROR_TEXT[error.code] || ((error.message || "Something went wrong") + " (" + (error.code || "ERROR") + ")");
+    return ERROR_TEXT[error.code] || (error.message || "Something went wrong. / 出错了。");
   }
 
   window.AP = { client: client, el: el, listOf: listOf, errorText: errorText };

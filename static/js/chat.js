@@ -1,9 +1,10 @@
 /* The chat page (/chat/). Plain browser JavaScript, no build step, no third-party code.
  *
  * Talks to the REST API with the session cookie and the CSRF token:
- *   GET  conversations/            the list in the sidebar
+ *   GET  conversations/?q=         the list in the sidebar (each with its status), searched
  *   POST conversations/            a new conversation, created before its first message is sent
- *   GET  conversations/{id}/       the messages and the latest run of one conversation
+ *   GET  conversations/{id}/       the messages, the latest run and the decision cards of one
+ *                                  conversation (every gated call rebuilt from stored state)
  *   POST chat/ (Prefer: respond-async) {conversation_id, message} -> 202 {conversation_id, run_id, events_url}
  *                                  (blocks until the run answers or waits; while it blocks, the page
  *                                  finds the new run as the conversation's latest_run and streams it)
@@ -15,13 +16,14 @@
  * Every answer and every tool step on screen comes from the run's event stream, so the page looks
  * the same whether the run was resumed in this request (eager Celery) or later by a worker.
  * Text is always inserted with textContent: nothing from the model or the API becomes HTML.
- * Needs api.js (window.AP helpers) and turn.js (AP.Turn: one assistant turn on screen) first.
+ * Needs api.js (window.AP helpers), card.js (AP.Card), turn.js (AP.Turn) and sidebar.js
+ * (AP.Sidebar: the list of conversations) first.
  */
 (function () {
   "use strict";
 
   var root = document.getElementById("chat-app");
-  if (!root || !window.AP || !window.AP.Turn) { return; }
+  if (!root || !window.AP || !window.AP.Turn || !window.AP.Card || !window.AP.Sidebar) { return; }
   var API = root.getAttribute("data-api") || "/api/v1/";
   var els = {
     list: document.getElementById("conversation-list"),
@@ -31,7 +33,8 @@
     form: document.getElementById("composer"),
     input: document.getElementById("message-input"),
     send: document.getElementById("send-button"),
-    newButton: document.getElementById("new-conversation")
+    newButton: document.getElementById("new-conversation"),
+    search: document.getElementById("conversation-search")
   };
   var state = {
     conversationId: root.getAttribute("data-conversation-id") || null,
@@ -42,61 +45,26 @@
     sending: false
   };
 
-  var el = window.AP.el, listOf = window.AP.listOf, errorText = window.AP.errorText;
+  var el = window.AP.el, errorText = window.AP.errorText;
   var api = window.AP.client(API);
 
   function scrollDown() { els.messages.scrollTop = els.messages.scrollHeight; }
 
-  function timeLabel(iso) {
-    var d = new Date(iso);
-    if (isNaN(d.getTime())) { return ""; }
-    var today = new Date();
-    return d.toDateString() === today.toDateString()
-      ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-      : d.toLocaleDateString([], { month: "short", day: "numeric" });
-  }
+  var sidebar = new window.AP.Sidebar({
+    list: els.list, search: els.search, api: api,
+    currentId: function () { return state.conversationId; },
+    onOpen: function (id) { openConversation(id); },
+    onCurrent: function (c) { els.title.textContent = c.title || "Untitled / 未命名"; }
+  });
 
-  // -- conversation list ---------------------------------------------------------------------
-
-  function renderConversations(items) {
-    els.list.textContent = "";
-    if (!items.length) {
-      els.list.appendChild(el("li", "muted small", "No conversations yet. / 暂无对话"));
-      return;
-    }
-    items.forEach(function (c) {
-      var li = el("li");
-      var button = el("button", "conversation" + (c.id === state.conversationId ? " active" : ""));
-      button.type = "button";
-      button.setAttribute("data-conversation-id", c.id);
-      button.appendChild(el("span", "conversation-title", c.title || "Untitled / 未命名"));
-      button.appendChild(el("span", "conversation-time", timeLabel(c.updated_at || c.created_at)));
-      button.addEventListener("click", function () { openConversation(c.id); });
-      li.appendChild(button);
-      els.list.appendChild(li);
-    });
-  }
-
-  function refreshConversations() {
-    return api("GET", "conversations/").then(function (data) {
-      var items = listOf(data);
-      renderConversations(items);
-      var current = items.filter(function (c) { return c.id === state.conversationId; })[0];
-      if (current) { els.title.textContent = current.title || "Untitled / 未命名"; }
-    }).catch(function (error) {
-      els.list.textContent = "";
-      els.list.appendChild(el("li", "muted small", errorText(error)));
-    });
-  }
+  function refreshConversations() { return sidebar.refresh(); }
 
   function setConversation(id) {
     state.conversationId = id;
     var url = new URL(window.location.href);
     if (id) { url.searchParams.set("c", id); } else { url.searchParams.delete("c"); }
     window.history.replaceState(null, "", url.toString());
-    els.list.querySelectorAll(".conversation").forEach(function (b) {
-      b.classList.toggle("active", b.getAttribute("data-conversation-id") === id);
-    });
+    sidebar.setActive(id);
   }
 
   function closeStreams() {
@@ -135,17 +103,26 @@
     els.empty.hidden = true;
     return api("GET", "conversations/" + encodeURIComponent(id) + "/").then(function (data) {
       els.title.textContent = data.title || "Untitled / 未命名";
+      // The latest run may still wait for a decision, or still be running (a worker resumes it):
+      // its events are replayed from the start so its steps and cards show again, live. Every
+      // other run's cards are rebuilt from the stored requests, after the message that started it.
+      var run = data.latest_run;
+      var live = run && (run.status === "AWAITING_CONFIRMATION" || run.status === "RUNNING") ? run.id : null;
+      var byRun = {}, drawn = {};
+      (data.cards || []).forEach(function (c) {
+        if (c.run_id === live) { return; }
+        (byRun[c.run_id] = byRun[c.run_id] || []).push(c);
+      });
       (data.messages || []).forEach(function (m) {
-        if (m.role === "user") { addUserMessage(m.content); }
+        if (m.role === "user") {
+          addUserMessage(m.content);
+          if (m.run_id && byRun[m.run_id] && !drawn[m.run_id]) { drawn[m.run_id] = true; addHistoryCards(m.run_id, byRun[m.run_id]); }
+        }
         else if (m.role === "assistant" && m.content) { addAssistantMessage(m.content); }
       });
-      // The latest run may still wait for a decision, or still be running (a worker resumes it):
-      // replay its events from the start so its steps and confirmation cards show again.
-      var run = data.latest_run;
+      Object.keys(byRun).forEach(function (runId) { if (!drawn[runId]) { addHistoryCards(runId, byRun[runId]); } });
       state.latestRunId = run ? run.id : null;
-      if (run && (run.status === "AWAITING_CONFIRMATION" || run.status === "RUNNING")) {
-        follow(run.id, newTurn(run.id));
-      }
+      if (live) { follow(live, newTurn(live)); }
       scrollDown();
     }).catch(function (error) {
       setConversation(null);
@@ -169,6 +146,19 @@
     row.appendChild(el("div", "bubble", text));
     els.messages.appendChild(row);
     scrollDown();
+  }
+
+  /* The decision cards of an earlier run, drawn from the server's cards (agentplatform.runtime.cards). */
+  function addHistoryCards(runId, cards) {
+    els.empty.hidden = true;
+    var turn = new window.AP.Turn(host, runId === "null" ? null : runId, { history: true });
+    cards.forEach(function (c) {
+      var card = turn.card({ confirmation_id: c.confirmation_id, tool_call_id: c.tool_call_id || c.confirmation_id,
+        tool: c.tool, tool_label: c.tool_label, summary: c.summary, risk: c.risk, needs: c.needs,
+        quorum: c.quorum, expires_at: c.expires_at, facts: c.facts, written_by_assistant: c.written_by_assistant,
+        rebuilt: true });
+      card.apply(c);
+    });
   }
 
   function addAssistantMessage(text) {
@@ -234,11 +224,19 @@
     els.input.readOnly = on;
   }
 
+  /* A conversation's title from its first message: up to 120 characters, cut at a word. */
+  function titleOf(text) {
+    var clean = text.trim().replace(/\s+/g, " ");
+    if (clean.length <= 120) { return clean; }
+    var cut = clean.slice(0, 120), space = cut.lastIndexOf(" ");
+    return (space > 60 ? cut.slice(0, space) : cut) + "…";
+  }
+
   /* The conversation to send into: the open one, or a new one created first, so the page can
      find the run the chat request starts while that request is still running. */
   function ensureConversation(text) {
     if (state.conversationId) { return Promise.resolve(state.conversationId); }
-    return api("POST", "conversations/", { title: text.trim().slice(0, 60) }).then(function (c) {
+    return api("POST", "conversations/", { title: titleOf(text) }).then(function (c) {
       setConversation(c.id);
       state.latestRunId = null;
       els.title.textContent = c.title || "Untitled / 未命名";
@@ -266,7 +264,9 @@
     }).catch(function (error) {
       turn.setStatus("", "");
       if (!turn.bubble.querySelector(".turn-error")) {  // the run's own ERROR event may have said it
-        turn.bubble.appendChild(el("div", "turn-error", errorText(error)));
+        var refusal = el("div", "turn-error", errorText(error));
+        refusal.setAttribute("data-code", error.code || "");
+        turn.bubble.appendChild(refusal);
       }
       turn.row.classList.add("failed");
     }).then(function () {

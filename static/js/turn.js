@@ -1,24 +1,35 @@
 /* One assistant turn of the chat page, drawn from its run's events: tool steps as they start and
- * complete, a confirmation card per gated call (risk, summary, expiry countdown, Confirm / Cancel
- * for the requester or the approvals so far), the streamed text and the final answer.
- * Exposes AP.Turn(host, runId); `host` is what the page lends a turn:
+ * complete, a decision card per gated call (card.js), the streamed text and the final answer. A
+ * turn of an earlier run, rebuilt after a reload, holds only its cards (`history`).
+ * Exposes AP.Turn(host, runId, options); `host` is what the page lends a turn:
  *   {container, api, tokens (confirmation_id -> token), register(runId, turn), follow(turn), scrollDown()}.
+ * People read tool titles and words; codes stay in data-code attributes.
  */
 (function () {
   "use strict";
 
-  var el = window.AP.el, listOf = window.AP.listOf, errorText = window.AP.errorText;
+  var el = window.AP.el, errorText = window.AP.errorText, toolLabel = window.AP.toolLabel, Card = window.AP.Card;
 
-  var TOOL_LABELS = {
-    query_inventory: "Inventory lookup / 库存查询",
-    list_orders: "List orders / 订单列表",
-    cancel_order: "Cancel order / 取消订单",
-    refund_order: "Refund / 退款"
+  /* What a step that did not run says, by its code (the code stays in data-code). */
+  var STEP_WORDS = {
+    TOOL_NOT_FOUND: "not available to you / 您无法使用",
+    PERMISSION_DENIED: "not allowed / 无权执行",
+    INVALID_ARGUMENTS: "could not be read / 参数无效",
+    REJECTED: "not done / 未执行", CONFIRMATION_EXPIRED: "expired / 已过期", WITHDRAWN: "withdrawn / 已撤回",
+    SUPERSEDED: "replaced / 已被取代", APPROVER_GUIDANCE: "guidance received / 收到指导意见",
+    RUN_CANCELLED: "stopped / 已停止", TOOL_STOPPED: "stopped by an administrator / 已被管理员停用",
+    POLICY_DENIED: "not allowed by policy / 策略不允许", LIMIT_EXCEEDED: "limit reached / 已达上限"
   };
-  var RISK_LABELS = { LOW: "LOW 低", MEDIUM: "MEDIUM 中", HIGH: "HIGH 高", CRITICAL: "CRITICAL 极高" };
+  /* What a run that stopped on an error says, by its code. */
+  var ERROR_WORDS = {
+    PERMISSION_DENIED: "You are not allowed to do this. / 您无权执行此操作。",
+    MODEL_UNAVAILABLE: "The model is not answering right now; please try again later. / 模型暂时无法响应，请稍后重试。",
+    MAX_ITERATIONS: "The assistant took too many steps and stopped. / 助手步骤过多，已停止。"
+  };
 
-  /* One assistant turn on screen: tool steps, confirmation cards, streamed text, final answer. */
-  function Turn(host, runId) {
+  /* One assistant turn on screen: tool steps, confirmation cards, streamed text, final answer.
+     options.history: a turn of an earlier run, rebuilt from stored state (cards only, no status). */
+  function Turn(host, runId, options) {
     this.host = host;
     this.runId = runId || null;
     this.lastSeq = 0;
@@ -47,6 +58,13 @@
     this.stepRows = {};
     this.cardsById = {};
     host.container.appendChild(this.row);
+    if (options && options.history) {
+      this.done = true;
+      this.row.classList.add("history");
+      this.draft.className = "";  // no answer of its own: the stored answer follows as a message
+      this.setStatus("");
+      this.stopButton.style.display = "none";
+    }
     if (runId) { host.register(runId, this); }
     host.scrollDown();
   }
@@ -94,7 +112,8 @@
       row = el("li", "step running");
       row.setAttribute("data-tool-call-id", callId);
       row.appendChild(el("span", "step-icon", ""));
-      row.appendChild(el("span", "step-name", TOOL_LABELS[tool] || tool));
+      row.setAttribute("data-tool", tool);
+      row.appendChild(el("span", "step-name", toolLabel(tool)));
       row.appendChild(el("span", "step-state", ""));
       this.steps.appendChild(row);
       this.stepRows[callId] = row;
@@ -102,10 +121,11 @@
     return row;
   };
 
-  Turn.prototype.stepState = function (callId, tool, kind, text) {
+  Turn.prototype.stepState = function (callId, tool, kind, text, code) {
     var row = this.step(callId, tool);
     row.className = "step " + kind;
     row.querySelector(".step-state").textContent = text;
+    if (code) { row.setAttribute("data-code", code); }
   };
 
   Turn.prototype.handle = function (type, payload, seq) {
@@ -119,7 +139,7 @@
       case "TOOL_CALL_STARTED":
         this.freezeDraft();
         this.stepState(payload.tool_call_id, payload.tool, "running", "running… / 执行中");
-        this.setStatus("Running " + payload.tool + "… / 执行工具");
+        this.setStatus("Running: " + toolLabel(payload.tool) + "… / 执行中");
         break;
       case "CONFIRMATION_REQUIRED":
         this.stepState(payload.tool_call_id, payload.tool, "waiting",
@@ -131,9 +151,9 @@
         break;
       case "TOOL_EXECUTION_COMPLETED":
         this.stepState(payload.tool_call_id, payload.tool, payload.success ? "ok" : "failed",
-          payload.success ? "done / 完成" : (payload.code || "failed"));
+          payload.success ? "done / 完成" : (STEP_WORDS[payload.code] || "not done / 未完成"), payload.code);
         var card = this.cardsById[payload.tool_call_id];
-        if (card) { card.settle(payload.success, payload.code, payload); }
+        if (card) { card.settle(payload.success, payload.code); }
         this.setStatus("Thinking… / 思考中");
         break;
       case "FINAL_TEXT":
@@ -145,7 +165,12 @@
         break;
       case "ERROR":
         this.freezeDraft();
-        this.bubble.appendChild(el("div", "turn-error", (payload.message || "error") + " (" + payload.code + ")"));
+        var words = payload.code === "PERMISSION_DENIED" && payload.message  // it names what is missing
+          ? "You are not allowed to do this / 您无权执行此操作: " + payload.message
+          : ERROR_WORDS[payload.code] || payload.message || "Something went wrong. / 出错了。";
+        var error = el("div", "turn-error", words);
+        error.setAttribute("data-code", payload.code || "");
+        this.bubble.appendChild(error);
         this.setStatus("");
         break;
       case "DONE":
@@ -154,7 +179,7 @@
         if (payload.status === "CANCELLED") {
           var stopped = this.cardsById;
           Object.keys(stopped).forEach(function (id) {
-            if (!stopped[id].settled) { stopped[id].settle(false, "RUN_CANCELLED", {}); }
+            if (!stopped[id].settled) { stopped[id].settle(false, "RUN_CANCELLED"); }
           });
         }
         this.draft.classList.remove("streaming");
@@ -169,7 +194,13 @@
    * in both languages, where the conversation is read (the card says it too). */
   Turn.prototype.regateNote = function (r) {
     this.freezeDraft();
-    var note = el("p", "note regate-note", (r.message || "") + (r.message_zh ? " / " + r.message_zh : ""));
+    // The server's sentence names the tool by its wire name: people read its title instead.
+    var title = toolLabel(r.tool).split(" / "), en = r.message || "", zh = r.message_zh || "";
+    if (r.tool) {
+      en = en.split(r.tool).join(title[0]);
+      zh = zh.split(r.tool).join(title[1] || title[0]);
+    }
+    var note = el("p", "note regate-note", en + (zh ? " / " + zh : ""));
     note.setAttribute("data-testid", "regate-note");
     note.setAttribute("role", "status");
     this.notes.appendChild(note);
@@ -192,238 +223,6 @@
       this.cards.appendChild(card.node);
     }
     return card;
-  };
-
-  // -- confirmation cards ----------------------------------------------------------------------
-
-  var FACT_LABELS = {
-    order_status: "Order status / 订单状态", order_total: "Order total / 订单金额",
-    already_refunded: "Already refunded / 已退款", refundable_remainder: "Refundable / 可退余额",
-    refund_amount: "This refund / 本次退款", shipped: "Shipped / 已发货", items: "Items / 商品"
-  };
-  var ASSISTANT_TEXT_CAP = 280;
-
-  function factText(v) {
-    if (v && typeof v === "object" && !Array.isArray(v)) { return v.display || JSON.stringify(v); }
-    if (typeof v === "boolean") { return v ? "Yes / 是" : "No / 否"; }
-    if (Array.isArray(v)) { return v.length ? v.join(", ") : "none recorded / 无记录"; }
-    return String(v);
-  }
-
-  /* The tool's facts beside the summary (issue 13 item 1): the ones a requester can act on. */
-  function appendFacts(node, facts) {
-    if (!facts) { return; }
-    var list = el("dl", "card-facts");
-    list.setAttribute("data-testid", "card-facts");
-    Object.keys(FACT_LABELS).forEach(function (name) {
-      if (!(name in facts)) { return; }
-      var row = el("div", "");
-      row.appendChild(el("dt", "", FACT_LABELS[name]));
-      row.appendChild(el("dd", "", factText(facts[name])));
-      list.appendChild(row);
-    });
-    if (list.childNodes.length) { node.appendChild(list); }
-  }
-
-  /* Free text the model wrote (a reason): quoted, capped, labelled as the assistant's (item 7). */
-  function appendAssistantText(node, texts) {
-    if (!texts) { return; }
-    Object.keys(texts).forEach(function (name) {
-      var text = String(texts[name]);
-      var box = el("figure", "assistant-text");
-      box.setAttribute("data-testid", "assistant-text");
-      box.appendChild(el("figcaption", "", "Written by the assistant / 由助手撰写 · " + name));
-      var cut = text.length > ASSISTANT_TEXT_CAP;
-      box.appendChild(el("blockquote", "", "“" + text.slice(0, ASSISTANT_TEXT_CAP) + (cut ? "…" : "") + "”"));
-      node.appendChild(box);
-    });
-  }
-
-  function Card(turn, p) {
-    var self = this;
-    this.turn = turn;
-    this.confirmationId = p.confirmation_id;
-    this.needs = p.needs;
-    this.quorum = p.quorum || 1;
-    this.node = el("div", "confirm-card risk-" + String(p.risk || "").toLowerCase());
-    this.node.setAttribute("data-confirmation-id", p.confirmation_id);
-    this.node.setAttribute("data-testid", "confirmation-card");
-    var head = el("div", "card-head");
-    head.appendChild(el("span", "badge badge-risk risk-" + String(p.risk || "").toLowerCase(), RISK_LABELS[p.risk] || p.risk));
-    head.appendChild(el("span", "card-tool", TOOL_LABELS[p.tool] || p.tool));
-    var countdown = el("span", "countdown", "");
-    countdown.setAttribute("data-expires-at", p.expires_at);
-    head.appendChild(countdown);
-    this.node.appendChild(head);
-    this.node.appendChild(el("p", "card-summary", p.summary));
-    appendFacts(this.node, p.facts);
-    appendAssistantText(this.node, p.written_by_assistant);
-    if (p.regated) {
-      // The full sentence is in the conversation (Turn.regateNote); the card names the new state.
-      this.node.setAttribute("data-regated", p.regated.cause || "yes");
-      var back = el("p", "card-reason", "Sent back to approvers: the policy became stricter. / 策略变得更严格，已转交审批人。");
-      back.setAttribute("data-testid", "card-reason");
-      this.node.appendChild(back);
-    } else if (p.reason) {
-      var why = el("p", "card-reason", "Why it waits again / 再次等待原因: " + p.reason);
-      why.setAttribute("data-testid", "card-reason");
-      this.node.appendChild(why);
-    }
-    this.statusLine = el("p", "card-status", "");
-    this.actions = el("div", "card-actions");
-    if (p.needs === "requester") {
-      this.confirmButton = el("button", "btn btn-approve", "Confirm / 确认");
-      this.confirmButton.type = "button";
-      this.confirmButton.setAttribute("data-testid", "confirm");
-      this.cancelButton = el("button", "btn btn-ghost", "Cancel / 取消");
-      this.cancelButton.type = "button";
-      this.cancelButton.setAttribute("data-testid", "cancel");
-      this.confirmButton.addEventListener("click", function () { self.decide("confirm"); });
-      this.cancelButton.addEventListener("click", function () { self.decide("cancel"); });
-      this.actions.appendChild(this.confirmButton);
-      this.actions.appendChild(this.cancelButton);
-      this.statusLine.textContent = "Only you can confirm this call. / 仅您本人可以确认。";
-    } else {
-      // Approvals that still count after a regate start the count; the run API keeps it current.
-      var counted = p.regated && typeof p.regated.approvals === "number" ? p.regated.approvals : 0;
-      this.approvals = el("span", "approvals-count", counted + " / " + this.quorum);
-      this.approvals.setAttribute("data-testid", "approvals-count");
-      this.statusLine.appendChild(document.createTextNode("Waiting for approvers / 等待审批人: "));
-      this.statusLine.appendChild(this.approvals);
-      this.statusLine.appendChild(document.createTextNode(" approved"));
-      this.poll = setInterval(function () { self.refreshApprovals(); }, 4000);
-      this.refreshApprovals();
-    }
-    this.node.appendChild(this.statusLine);
-    this.node.appendChild(this.actions);
-    window.APCountdown && window.APCountdown.tick();
-  }
-
-  Card.prototype.setStatus = function (text, kind) {
-    this.statusLine.textContent = text;
-    this.statusLine.className = "card-status" + (kind ? " " + kind : "");
-  };
-
-  Card.prototype.stopPolling = function () {
-    if (this.poll) { clearInterval(this.poll); this.poll = null; }
-  };
-
-  Card.prototype.resolve = function (text, kind) {
-    this.stopPolling();
-    this.node.classList.add("resolved");
-    if (kind) { this.node.classList.add(kind); }
-    this.actions.textContent = "";
-    var countdown = this.node.querySelector(".countdown");
-    if (countdown) { countdown.remove(); }
-    this.setStatus(text, kind);
-  };
-
-  Card.prototype.settle = function (success, code, payload) {
-    this.settled = true;  // the run's own word: a late answer to our POST must not overwrite it
-    var who = payload && payload.decided_by, reason = payload && payload.reason;
-    var edited = payload && payload.edited_by && payload.edited_by.length ? payload.edited_by.join(", ") : "";
-    if (edited) { this.showEdited(payload, edited); }
-    if (success) {
-      this.resolve("Done — it ran once. / 已执行。" + (edited ? " Arguments edited by " + edited
-        + " before it ran. / 审批人修改了参数。" : ""), "ok");
-    }
-    else if (code === "APPROVER_GUIDANCE") {
-      this.resolve("An approver" + (who ? " (" + who.username + ")" : "") + " sent guidance instead — nothing was done."
-        + " / 审批人给出了指导意见，未执行。" + (payload && payload.guidance ? " “" + payload.guidance + "”" : ""), "failed");
-    }
-    else if (code === "WITHDRAWN") { this.resolve("Withdrawn — nothing was done. / 已撤回，未执行。", "failed"); }
-    else if (code === "REJECTED") {
-      if (who && who.role === "approver") {
-        this.resolve("Rejected by " + who.username + " — nothing was done. / 审批人已拒绝，未执行。"
-          + (reason ? " Reason / 原因: " + reason : ""), "failed");
-      } else if (who) {
-        this.resolve("Cancelled — nothing was done. / 已取消，未执行。", "failed");
-      } else {
-        this.resolve("Cancelled — nothing was done. / 已取消，未执行。" + (reason ? " " + reason : ""), "failed");
-      }
-    }
-    else if (code === "CONFIRMATION_EXPIRED") { this.resolve("Expired — nothing was done. / 已过期，未执行。", "failed"); }
-    else if (code === "RUN_CANCELLED") { this.resolve("Run stopped — nothing was done. / 已停止，未执行。", "failed"); }
-    else if (code === "SUPERSEDED") {
-      this.resolve("Replaced by a newer request — nothing was done here. / 已被新的请求取代，未执行。", "failed");
-    }
-    else { this.resolve("Not done: " + code + (reason ? " — " + reason : "") + " / 未执行", "failed"); }
-    if (this.node) { this.node.setAttribute("data-outcome", code || (success ? "OK" : "")); }
-  };
-
-  /* Approvers edited the call before it was decided: the card shows the call that was decided
-     (its summary and facts, rebuilt by the tool from the edited arguments) and who changed what,
-     instead of what was first asked. */
-  Card.prototype.showEdited = function (payload, edited) {
-    var summary = this.node.querySelector(".card-summary");
-    if (summary && payload.summary) { summary.textContent = payload.summary; }
-    var facts = this.node.querySelector(".card-facts");
-    if (facts && payload.facts) {
-      var holder = el("div", "");
-      appendFacts(holder, payload.facts);
-      if (holder.firstChild) { facts.parentNode.replaceChild(holder.firstChild, facts); } else { facts.remove(); }
-    }
-    var changes = (payload.changes || []).map(function (c) {
-      return c.field + ": " + (c.from === null || c.from === undefined ? "—" : c.from) + " → "
-        + (c.to === null || c.to === undefined ? "—" : c.to);
-    }).join("; ");
-    var line = el("p", "card-edited", "Edited by " + edited + (changes ? " (" + changes + ")" : "")
-      + " / 审批人修改了参数");
-    line.setAttribute("data-testid", "card-edited");
-    var old = this.node.querySelector(".card-edited");
-    if (old) { old.remove(); }
-    this.node.insertBefore(line, this.statusLine);
-  };
-
-  Card.prototype.token = function () {
-    var known = this.turn.host.tokens[this.confirmationId];
-    if (known) { return Promise.resolve(known); }
-    // The token from the chat response is not on this page (reload, or a worker minted it).
-    return this.turn.host.api("POST", "confirmations/" + encodeURIComponent(this.confirmationId) + "/token/", {})
-      .then(function (data) { return data.token; });
-  };
-
-  Card.prototype.decide = function (action) {
-    var self = this, host = this.turn.host;
-    this.confirmButton.disabled = this.cancelButton.disabled = true;
-    this.setStatus(action === "confirm" ? "Confirming… / 确认中" : "Cancelling… / 取消中");
-    this.token().then(function (token) {
-      return host.api("POST", "confirmations/" + action + "/", { token: token });
-    }).then(function () {
-      delete host.tokens[self.confirmationId];
-      // With eager Celery the resumed run's events may already be on screen (a settled card, or
-      // this card replaced by one that waits for approvers again).
-      if (!self.settled && !self.replaced) {
-        if (action === "confirm") {
-          self.resolve("Confirmed — running… / 已确认，执行中", "ok");
-          self.turn.setStatus("Running… / 执行中");
-        } else {
-          self.resolve("Cancelled — nothing will run. / 已取消，不会执行。", "failed");
-        }
-      }
-      host.follow(self.turn);
-    }).catch(function (error) {
-      delete host.tokens[self.confirmationId];
-      if (error.code === "ALREADY_DECIDED" || error.code === "CONFIRMATION_EXPIRED") {
-        if (!self.settled) { self.resolve(errorText(error), "failed"); }
-        host.follow(self.turn);
-      } else {
-        self.setStatus(errorText(error), "failed");
-        self.confirmButton.disabled = self.cancelButton.disabled = false;
-      }
-    });
-  };
-
-  Card.prototype.refreshApprovals = function () {
-    var self = this;
-    if (!this.turn.runId) { return; }
-    this.turn.host.api("GET", "runs/" + encodeURIComponent(this.turn.runId) + "/").then(function (run) {
-      var pending = listOf(run && run.pending).filter(function (p) {
-        return p.confirmation_id === self.confirmationId;
-      })[0];
-      var count = pending && (pending.approvals !== undefined ? pending.approvals : pending.approvals_count);
-      if (typeof count === "number") { self.approvals.textContent = count + " / " + (pending.quorum || self.quorum); }
-    }).catch(function () { /* the count is a convenience; the stream carries the outcome */ });
   };
 
   window.AP.Turn = Turn;

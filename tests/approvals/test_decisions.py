@@ -195,7 +195,8 @@ def test_rejection_reason_and_approve_comments_reach_the_model_and_the_requester
     [[answer]] = _answers(outcome.run.pk).values()
     assert answer["code"] == "REJECTED"
     assert "fraud suspected" in answer["message"] and "approver" in answer["message"]
-    assert answer["data"]["decided_by"] == {"role": "approver", "username": approver2.username}
+    assert answer["data"]["decided_by"] == {"role": "approver", "username": approver2.username,
+    "name": approver2.username}  # no full name: the username
     # the requester's card (event) and the run API say the same, with the approve comment too
     event = Run.objects.get(pk=outcome.run.pk).events.get(type=RunEvent.Type.TOOL_EXECUTION_COMPLETED)
     assert (event.payload["reason"], event.payload["decided_by"]["username"]) == ("fraud suspected", approver2.username)

@@ -66,7 +66,7 @@ def test_the_requesters_card_shows_the_edited_call_that_ran(open_person, request
     expect(card.locator(".card-summary")).not_to_contain_text("30.00")
     edited = card.locator("[data-testid=card-edited]")
     expect(edited).to_contain_text(f"Edited by {approver1.username}")
-    expect(edited).to_contain_text("amount: 30.00 → 20.00")
+    expect(edited).to_contain_text("Amount / 金额: CNY 30.00 → CNY 20.00")
     expect(card.locator("[data-testid=card-facts]")).to_contain_text("CNY 20.00")
     expect(card.locator(".card-status")).to_contain_text("Arguments edited by " + approver1.username)
     assert alice.page.evaluate("window.__sameDocument === true")  # no reload

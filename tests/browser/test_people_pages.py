@@ -45,7 +45,7 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     expect(card.locator("[data-testid=assistant-text]")).to_contain_text("the customer changed their mind")
     expect(card.locator(".badge-risk")).to_have_text("HIGH 高")
     expect(card.locator(".countdown")).to_contain_text(" left")
-    expect(alice.page.locator(".step.waiting")).to_contain_text("Cancel order")
+    expect(alice.page.locator(".step.waiting")).to_contain_text("Cancel an order / 取消订单")
     expect(alice.page.locator("#conversation-list .conversation")).to_have_count(1)
     alice.shot("2-confirmation-card")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID  # nothing ran yet
@@ -55,7 +55,7 @@ def test_requester_confirms_a_cancellation_and_sees_the_final_answer(open_person
     final = alice.page.locator("[data-testid=final-answer]")
     expect(final).to_contain_text("Order A202607290001 has been cancelled")
     expect(card).to_contain_text("Done")
-    expect(alice.page.locator(".step.ok")).to_contain_text("Cancel order")
+    expect(alice.page.locator(".step.ok")).to_contain_text("Cancel an order / 取消订单")
     alice.shot("3-final-answer")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.CANCELLED
     assert Cancellation.objects.filter(order__order_id="A202607290001").count() == 1
@@ -83,7 +83,7 @@ def test_after_a_reload_the_requester_cancels_the_pending_call_with_a_fresh_toke
     card.locator("[data-testid=cancel]").click()
 
     final = alice.page.locator("[data-testid=final-answer]")
-    expect(final).to_contain_text("rejected")
+    expect(final).to_contain_text("You rejected")
     expect(card).to_contain_text("Cancelled — nothing was done")
     alice.shot("2-cancelled")
     assert _order(requester.tenant, "A202607290001").status == Order.Status.PAID
@@ -181,9 +181,12 @@ def test_admin_disables_cancel_order_for_a_tenant_and_the_next_chat_no_longer_of
 
     _send(alice, "Cancel A202607290003 because the customer changed their mind")
 
+    # the person reads that the action is not offered to them; the code stays in the API
     final = alice.page.locator("[data-testid=final-answer]")
-    expect(final).to_contain_text("TOOL_NOT_FOUND")
-    expect(alice.page.locator(".step.failed")).to_contain_text("TOOL_NOT_FOUND")
+    expect(final).to_contain_text("it is not among the actions offered to you")
+    expect(alice.page.locator(".step.failed")).to_contain_text("not available to you")
+    expect(alice.page.locator(".step.failed")).to_have_attribute("data-code", "TOOL_NOT_FOUND")
+    expect(alice.page.locator("#messages")).not_to_contain_text("TOOL_NOT_FOUND")
     expect(alice.page.locator("[data-testid=confirmation-card]")).to_have_count(0)
     alice.shot("3-chat-tool-not-offered")
     run = Run.objects.get(user=requester)

@@ -41,9 +41,10 @@ def test_a_confirmed_call_sent_to_approvers_is_told_in_words_and_the_card_waits(
 
     # then: she is told in words, in both languages, and the card waits for 2 approvers
     note = alice.page.locator("[data-testid=regate-note]")
-    expect(note).to_contain_text("The policy of cancel_order became stricter after you confirmed: it now needs "
+    expect(note).to_contain_text("The policy of Cancel an order became stricter after you confirmed: it now needs "
                                  "2 approvers (risk CRITICAL). Your request is waiting for them.")
-    expect(note).to_contain_text("您确认后 cancel_order 的策略变得更严格：现在需要 2 位审批人")
+    expect(note).to_contain_text("您确认后 取消订单 的策略变得更严格：现在需要 2 位审批人")
+    expect(note).not_to_contain_text("cancel_order")  # the tool's title, not its wire name
     waiting = alice.page.locator("[data-testid=confirmation-card][data-regated=APPROVERS_NOW]")
     expect(card).to_have_count(1)  # the confirmed card was replaced, not left beside it
     expect(waiting.locator("[data-testid=approvals-count]")).to_have_text("0 / 2")
@@ -100,9 +101,9 @@ def test_a_quorum_raised_after_approval_is_told_and_the_card_counts_again(open_p
 
     # then
     note = alice.page.locator("[data-testid=regate-note]")
-    expect(note).to_contain_text("The policy of refund_order became stricter after it was approved: it now needs "
+    expect(note).to_contain_text("The policy of Refund an order became stricter after it was approved: it now needs "
                                  "3 approvers and 2 of them count so far.", timeout=15_000)
-    expect(note).to_contain_text("审批通过后 refund_order 的策略变得更严格")
+    expect(note).to_contain_text("审批通过后 订单退款 的策略变得更严格")
     waiting = alice.page.locator("[data-testid=confirmation-card][data-regated=QUORUM_RAISED]")
     expect(waiting.locator("[data-testid=approvals-count]")).to_have_text("2 / 3")
     expect(card).to_have_count(1)

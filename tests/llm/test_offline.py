@@ -103,7 +103,7 @@ def test_answer_from_tool_results_uses_the_real_numbers(stream):
 
     assert "SKU-10001: 120 available, 5 locked" in answer
     assert "WH-HZ-01: 100 available, 3 locked" in answer and "WH-SH-02: 20 available, 2 locked" in answer
-    assert "Order A202607290001 has been cancelled (cancellation id 42)." in answer
+    assert "Order A202607290001 has been cancelled." in answer and "42" not in answer  # no record ids
 
 
 def test_chinese_answer_and_failures_explained():
@@ -113,18 +113,23 @@ def test_chinese_answer_and_failures_explained():
                               "order A202607290001 is SHIPPED and can no longer be cancelled")])
 
     assert "可用 120 件，锁定 5 件" in answer
-    assert "ORDER_NOT_CANCELLABLE" in answer and "SHIPPED" in answer
+    # the failure is explained in words; its code stays in the API
+    assert "无法取消" in answer and "SHIPPED" in answer and "ORDER_NOT_CANCELLABLE" not in answer
 
 
 def test_rejection_expiry_and_refund_answers():
-    rejected = _answer("refund A202607290001 amount 12.50", [_result(False, "REJECTED", "rejected by bob")])
+    rejected = _answer("refund A202607290001 amount 12.50", [_result(
+        False, "REJECTED", "rejected by bob", {"decided_by": {"role": "approver", "username": "bob"},
+                                               "reason": "fraud suspected"})])
     expired = _answer("cancel A202607290001", [_result(False, "CONFIRMATION_EXPIRED", "expired")])
     refunded = _answer("refund A202607290001 amount 12.50",
                        [_result(True, "OK", "OK", {"order_id": "A202607290001", "refund_id": "7", "amount": "12.50"})])
 
-    assert "rejected by a human" in rejected and "nothing was done" in rejected
+    # who rejected and why reach the person; the tool's title, never its wire name
+    assert "Refund an order (A202607290001) was rejected by bob" in rejected and "nothing was done" in rejected
+    assert "fraud suspected" in rejected and "refund_order" not in rejected
     assert "confirmation" in expired and "expired; nothing was done" in expired
-    assert "Refunded 12.50 for order A202607290001 (refund id 7)." == refunded
+    assert "Refunded 12.50 for order A202607290001." == refunded
 
 
 def test_list_answer_mentions_orders_and_next_page():
@@ -152,7 +157,7 @@ def test_never_echoes_confirmation_tokens():
                      [_result(False, "CONFIRMATION_INVALID", "token ct_Zk3s9QmXw1 is not valid")])
 
     assert "ct_" not in turn.tool_calls[0].arguments
-    assert "ct_" not in answer and "CONFIRMATION_INVALID" in answer
+    assert "ct_" not in answer and "is not valid" in answer and "CONFIRMATION_INVALID" not in answer
 
 
 def test_call_ids_are_unique_within_a_conversation():
@@ -183,3 +188,20 @@ def test_stream_splits_tool_arguments_over_at_least_two_chunks():
     assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
     assert len(fragments) >= 2 and json.loads("".join(fragments)) == {"sku": "SKU-10001"}
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_a_tool_not_offered_is_explained_without_codes_or_the_pipelines_words():
+    answer = _answer("cancel A202607290001 because it is late", [_result(
+        False, "TOOL_NOT_FOUND", "unknown tool cancel_order; use only the offered tools")])
+    chinese = _answer("取消订单 A202607290001", [_result(False, "TOOL_NOT_FOUND", "unknown tool")])
+
+    assert answer == ("I cannot cancel an order (A202607290001) here: it is not among the actions offered to you, "
+                      "so nothing was done.")
+    assert "取消订单（A202607290001）" in chinese and "TOOL_NOT_FOUND" not in chinese
+
+
+def test_the_help_names_only_the_offered_tools():
+    offered = [{"type": "function", "function": {"name": "query_inventory", "parameters": {"type": "object"}}}]
+    turn = complete(messages=[{"role": "user", "content": "hello there"}], tools=offered)
+
+    assert "check stock" in turn.content and "cancel" not in turn.content and "refund" not in turn.content

@@ -10,7 +10,8 @@ from django.core.management import CommandError, call_command
 from guardian.shortcuts import remove_perm
 
 from agentplatform.runtime import services
-from agentplatform.runtime.demo.seed import TRY_ORDERS, demo_changes, order_id, suggestions
+from agentplatform.runtime.demo.seed import TRY_ORDERS, demo_changes, order_id
+from agentplatform.runtime.demo.suggestions import suggestions
 from agentplatform.runtime.management.commands.demo import clip
 from agentplatform.runtime.models import Run
 from tools.catalog.models import Order

@@ -115,7 +115,8 @@ def test_rejected_and_expired_refunds_answer_the_model_differently(requester, ap
     assert "rejected" in rejected_answer["message"] and "in time" in expired_answer["message"]
     # the approver's reason and role reach the model
     assert "no photos of the damage" in rejected_answer["message"]
-    assert rejected_answer["data"]["decided_by"] == {"role": "approver", "username": approver1.username}
+    assert rejected_answer["data"]["decided_by"] == {"role": "approver", "username": approver1.username,
+    "name": approver1.username}  # no full name: the username
     for outcome in (rejected, expired):
         run = Run.objects.get(pk=outcome.run.pk)
         assert run.status == Run.Status.COMPLETED

@@ -85,7 +85,11 @@ class ChatApi(ApiView):
         error = ErrorSerializer(allow_null=True, help_text="Why the run FAILED.")
         pending = PendingSerializer(many=True, help_text="Calls waiting for a human (AWAITING_CONFIRMATION).")
         tool_calls = serializers.ListField(child=serializers.JSONField(), help_text=(
-            "Proposed calls handed to the caller when the agent runs without internal tool execution."))
+            "The tool calls this run answered, in order: {id, type: function, function: {name, arguments "
+            "(JSON text, masked; an approver's edit: what ran)}, success, code}; success is true when the "
+            "call ran and succeeded, code is OK, a business failure or a refusal (e.g. REJECTED). Calls still "
+            "waiting are in `pending`. Without internal tool execution: the proposed calls handed to you "
+            "(OpenAI wire format)."))
 
     @extend_schema(
         operation_id="chat_send", tags=["chat"], summary="Send a message (or a confirmation token)",

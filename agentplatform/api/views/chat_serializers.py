@@ -15,6 +15,7 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from core.errors import RETRYABLE_RUN_ERRORS
 from agentplatform.runtime.outcome import RunOutcome
 from agentplatform.runtime.models import Run
+from agentplatform.runtime.ran_calls import run_answered_calls
 from agentplatform.runtime.services import MAX_MESSAGE_CHARS
 from tools.models import RiskLevel
 
@@ -130,7 +131,8 @@ def outcome_body(outcome: RunOutcome) -> dict[str, Any]:
                    "retryable": run.error_code in RETRYABLE_RUN_ERRORS}
                   if run.status in (Run.Status.FAILED, Run.Status.CANCELLED) else None),
         "pending": [{**p.public(), "token": p.token} for p in outcome.pending],
-        "tool_calls": outcome.tool_calls,
+        # User-controlled execution hands the proposed calls back; otherwise: what the run answered.
+        "tool_calls": outcome.tool_calls or run_answered_calls(run=run),
     }
 
 

@@ -24,6 +24,8 @@ from agentplatform.api.schema import COMMON, errors
 from agentplatform.api.sse import EventStreamRenderer, run_event_stream
 from agentplatform.api.sse_hub import run_event_stream_async
 from core.errors import InvalidInputError
+from agentplatform.api.views.card_serializers import DecisionCardSerializer
+from agentplatform.runtime.cards import run_cards
 from agentplatform.runtime.models import Run, RunEvent
 from agentplatform.runtime.selectors import run_decisions, run_events, run_get, run_pending_requests
 from agentplatform.runtime.services import run_cancel
@@ -91,6 +93,8 @@ class RunSerializer(serializers.Serializer):
     iterations = serializers.IntegerField()
     pending = PendingSerializer(many=True, help_text="Calls the run waits for (no tokens here).")
     decisions = DecisionSerializer(many=True, help_text="Every gated call of the run and what humans decided.")
+    cards = DecisionCardSerializer(many=True, help_text=(
+        "The same calls as the chat draws them: words for people beside the codes (see Conversation.cards)."))
     last_event_seq = serializers.IntegerField(help_text="Sequence number of the newest event (0: none).")
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
@@ -118,7 +122,7 @@ class RunDetailApi(ApiView):
                 "answer": run.final_answer if run.status == Run.Status.COMPLETED and run.final_answer else None,
                 "error_code": run.error_code, "error_message": run.error_message, "iterations": run.iterations,
                 "pending": run_pending_requests(run=run), "decisions": run_decisions(run=run),
-                "last_event_seq": last,
+                "cards": run_cards(run=run), "last_event_seq": last,
                 "created_at": run.created_at, "updated_at": run.updated_at}
         return Response(RunSerializer(body).data)
 
@@ -141,7 +145,8 @@ class RunCancelApi(ApiView):
         last = run_events(run=run).order_by("-seq").values_list("seq", flat=True).first() or 0
         body = {"id": run.pk, "conversation_id": run.conversation_id, "status": run.status, "answer": None,
                 "error_code": run.error_code, "error_message": run.error_message, "iterations": run.iterations,
-                "pending": [], "decisions": run_decisions(run=run), "last_event_seq": last,
+                "pending": [], "decisions": run_decisions(run=run), "cards": run_cards(run=run),
+                "last_event_seq": last,
                 "created_at": run.created_at, "updated_at": run.updated_at}
         return Response(RunSerializer(body).data)
 

@@ -82,19 +82,6 @@ def order_id(tenant_slug: str, suffix: str) -> str:
     return ("A20260729" if tenant_slug == "acme" else "A20260730") + suffix
 
 
-def suggestions(tenant_slug: str | None) -> list[str]:
-    """The chat page's suggested messages for a member of `tenant_slug`: questions that succeed
-    after `make demo` (the cancellation and refund name TRY_ORDERS, which the story leaves PAID).
-    A tenant the demo did not seed gets the questions without order ids."""
-    first = ["How many SKU-10001 are in WH-HZ-01?", "List shipped orders"]
-    if tenant_slug not in TENANTS:
-        return first
-    cancel, refund, cancel_zh = (order_id(tenant_slug, TRY_ORDERS[k]) for k in ("cancel", "refund", "cancel_zh"))
-    return first + [f"Cancel {cancel} because the customer changed their mind",
-                    f"Refund {refund} amount 50 because the item arrived damaged",
-                    f"取消订单 {cancel_zh}，原因：客户不想要了"]
-
-
 def _user(tenant: Tenant | None, name: str, *, reset: bool = False, **flags) -> tuple[User, bool]:
     """The persona `<tenant>-<name>` (or `name` without a tenant) and whether it was just created.
     An existing account keeps its state, except the role flags of an older demo database; with
