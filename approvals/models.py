@@ -183,6 +183,7 @@ class Approval(models.Model):
         ordering = ["created_at"]
         constraints = [models.UniqueConstraint(fields=["request", "approver", "revision"],
                                                name="one_decision_per_approver_and_revision")]
+        indexes = [models.Index(fields=["created_at"], name="approval_decided_at")]  # quality windows
 
     def __str__(self) -> str:
         return f"{self.approver_id} {self.decision} {self.request_id}"
