@@ -57,13 +57,12 @@ def _write(
     """Append one AuditEvent and count it in the metrics; return the stored event.
 
     `tool_owner` / `tool_version`: the tool's owner and version when the call was decided, "" when
-    the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields); every
-    string in it and `message` go through core.redaction.text once more (free text: cards, ids,
-    phones, tokens; a URL's password, query and fragment in `message` are replaced as
-    core.redaction.endpoints.scrub_urls does); a raw token must never be passed in any field. `execution`: on the rows of an
-    execution, which process ran it under which run lease ({"holder": "host:pid", "lease": ISO 8601
-    or None}, see AuditEvent.execution). `policy_version` / `policy_rules`: the bundle version and
-    the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError on failure.
+    the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields);
+    every string in it and `message` go through core.redaction.text once more (cards, ids, phones,
+    tokens), `message` also through core.redaction.endpoints.scrub_urls; never pass a raw token.
+    `execution`: on an execution's rows, which process ran it under which run lease ({"holder":
+    "host:pid", "lease": ISO 8601 or None}). `policy_version` / `policy_rules`: the bundle version
+    and the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError.
     Written by `audit.chain.insert_chained` (on PostgreSQL one statement with the chain advance).
     """
     event = AuditEvent(
