@@ -54,7 +54,8 @@ def _write(
     execution: dict[str, Any] | None = None,
     policy_version: int | None = None, policy_rules: list[str] | tuple[str, ...] | None = None,
 ) -> AuditEvent:
-    """Append one AuditEvent and count it in the metrics; return the stored event.
+    """Append one AuditEvent (audit.chain.insert_chained: on PostgreSQL one statement with the
+    chain advance) and count it in the metrics; return the stored event.
 
     `tool_owner` / `tool_version`: the tool's owner and version when the call was decided, "" when
     the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields);
@@ -63,7 +64,6 @@ def _write(
     `execution`: on an execution's rows, which process ran it under which run lease ({"holder":
     "host:pid", "lease": ISO 8601 or None}). `policy_version` / `policy_rules`: the bundle version
     and the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError.
-    Written by `audit.chain.insert_chained` (on PostgreSQL one statement with the chain advance).
     """
     event = AuditEvent(
         tenant_id=tenant_id,
