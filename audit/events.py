@@ -104,9 +104,8 @@ def record_sampled(*, group: str, tenant_id: int, message: str, **fields: Any) -
 
     For refusals an attacker can repeat at will (300 random confirmation tokens must not leave 300
     rows): the first attempt and the order of magnitude of the rest stay visible (the signal), the
-    trail does not grow with the attack. Counts live in the Django cache (per process by default,
-    so each process writes its own samples; shared with CACHE_URL).
-    group: what is counted together, e.g. "invalid-token:<tenant>:<user>". Other fields: `_write`.
+    trail does not grow with the attack. Counts live in the Django cache (per process by default;
+    shared with CACHE_URL). group: what is counted together, e.g. "invalid-token:<tenant>:<user>". Other fields: `_write`.
     """
     window = settings.AUDIT_REFUSAL_WINDOW_SECONDS
     key = f"audit-sample:{group}:{int(time.time() // window)}"
