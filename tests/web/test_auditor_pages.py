@@ -230,3 +230,12 @@ def test_the_api_export_refuses_list_parameters_it_would_ignore(client, auditor,
     client.force_login(auditor)
     response = client.get(f"/api/v1/audit-events/?format=csv&{query}")
     assert response.status_code == 400 and response.json()["code"] in ("INVALID_ARGUMENTS", "INVALID_CURSOR")
+
+
+@pytest.mark.parametrize("after", ["999999", "9" * 30])
+def test_verify_refuses_a_position_past_the_head_instead_of_calling_the_chain_broken(client, auditor, after):
+    """A position the chain never reached is bad input (400 with a stable code), not a deleted row."""
+    client.force_login(auditor)
+    response = client.get(reverse("auditor:verify"), {"after": after})
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS"
+    assert client.get(reverse("auditor:verify"), {"after": "-3"}).json()["ok"] is True  # negative reads as 0
