@@ -56,7 +56,9 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in EXPORTS:
         raise Http404("no such format")
     form = TrailFilterForm(request.GET or None)
-    form.is_valid()
+    if form.is_bound and not form.is_valid():  # a filter left out would export more than was asked for
+        return JsonResponse({"code": "INVALID_ARGUMENTS", "message": "the filter is not valid",
+                             "retryable": False, "errors": form.errors.get_json_data()}, status=400)
     rows = trail_rows(tenant_id=request.user.tenant_id, filters=form.trail_filter())
     content_type, lines = EXPORTS[fmt]
     response = StreamingHttpResponse(lines(rows), content_type=content_type)
