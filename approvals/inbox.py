@@ -28,6 +28,7 @@ PAGE_SIZE = 25
 COUNT_CAP = 1000  # a tab's count stops here ("1000+"): a count never scans a whole tenant's history
 SEARCH_MAX_CHARS = 100
 NUMBER = r"^[0-9]{1,12}(\.[0-9]{1,6})?$"
+PAGE_MAX = 100_000  # a page number past this reads as the last one asked for; OFFSET stays in range
 
 
 @dataclass
@@ -70,20 +71,23 @@ def parse(params: Any, *, default_tab: str = "mine") -> InboxQuery:
     """An InboxQuery from query parameters (a QueryDict or dict of str): unknown tabs, sorts and
     risks fall back to the defaults; a bad amount or page is reported in `errors` and ignored."""
     errors: list[str] = []
+
+    def text(name: str, limit: int) -> str:  # NUL never reaches a query (PostgreSQL refuses it)
+        return (params.get(name) or "").replace("\x00", "").strip()[:limit]
+
     tab = params.get("tab") or default_tab
     sort = params.get("sort") or "newest"
     risk = (params.get("risk") or "").upper()
     try:
-        page = max(1, int(params.get("page") or 1))
+        page = min(PAGE_MAX, max(1, int(params.get("page") or 1)))
     except ValueError:
         page = 1
     return InboxQuery(
         tab=tab if tab in TABS else default_tab, sort=sort if sort in SORTS else "newest",
-        tool=(params.get("tool") or "").strip()[:100], risk=risk if risk in RISKS else "",
-        requester=(params.get("requester") or "").strip()[:150],
+        tool=text("tool", 100), risk=risk if risk in RISKS else "", requester=text("requester", 150),
         amount_min=_amount(params.get("amount_min"), "Minimum amount", errors),
         amount_max=_amount(params.get("amount_max"), "Maximum amount", errors),
-        q=(params.get("q") or "").strip()[:SEARCH_MAX_CHARS], page=page, errors=errors)
+        q=text("q", SEARCH_MAX_CHARS), page=page, errors=errors)
 
 
 def open_for(*, user) -> QuerySet[ConfirmationRequest]:

@@ -26,7 +26,7 @@ def overview_tenant(user: Any, requested: str | None) -> Tenant:
         raise PermissionDenied("the approval overview is for tenant administrators and auditors")
     if admin_role(user) == PLATFORM_OPERATOR:
         if requested:
-            tenant = Tenant.objects.filter(slug=requested).first()
+            tenant = Tenant.objects.filter(slug=requested).first() if "\x00" not in requested else None
         else:
             tenant = Tenant.objects.filter(pk=user.tenant_id).first() if user.tenant_id else None
             tenant = tenant or Tenant.objects.order_by("slug").first()

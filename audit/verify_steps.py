@@ -37,6 +37,11 @@ class StepReport:
         return not self.problem
 
 
+def head_seq(*, tenant_id: int) -> int:
+    """The tenant's chain head position (0 for an empty trail); one query."""
+    return AuditChainHead.objects.filter(tenant_id=tenant_id).values_list("seq", flat=True).first() or 0
+
+
 def verify_step(*, tenant_id: int, after: int = 0, limit: int = STEP_ROWS) -> StepReport:
     """Check the tenant's rows with chain_seq in (after, after + limit].
 

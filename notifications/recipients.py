@@ -30,12 +30,14 @@ def must_decide_revision(request: ConfirmationRequest) -> list:
 
 def to_retract(request: ConfirmationRequest) -> list:
     """The users asked to decide `request` (notifications.ledger.asked) who did not end it and have
-    not decided its current revision themselves, active, in primary-key order."""
+    not decided its current revision themselves, active and still in its tenant, in primary-key order."""
     asked = ledger.asked(request)
     if not asked:
         return []
     decided = set(Approval.objects.filter(request_id=request.pk, revision=request.revision)
                   .values_list("approver_id", flat=True))
     skip = decided | {request.decided_by_id, request.user_id}
-    return list(get_user_model().objects.filter(pk__in=asked - skip, is_active=True).order_by("pk"))
+    # still the request's tenant's people: someone moved out since is told nothing more about it
+    return list(get_user_model().objects.filter(pk__in=asked - skip, is_active=True, tenant_id=request.tenant_id)
+                .order_by("pk"))
 

@@ -21,8 +21,8 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from agentplatform.controlplane.errors import ControlChangeRequired
 from agentplatform.controlplane.models import PendingControlChange
 from agentplatform.controlplane.roles import (ADMINISTRATOR, APPROVER, AUDITOR, REQUESTER, ROLES,
-                                              approvers_group_name, auditors_group_name, tenant_approver_groups,
-                                              tenant_auditor_groups)
+                                              approvers_group_name, auditors_group_name, roles_held,
+                                              tenant_approver_groups, tenant_auditor_groups)
 from agentplatform.controlplane.services import control_changes_propose
 from agentplatform.tenancy.actor import acting_as
 from agentplatform.tenancy.admin_scope import held_permissions
@@ -154,6 +154,10 @@ def _apply(*, actor: User, user: User, role: str, grant: bool) -> RoleOutcome:
     outcome = RoleOutcome(role=role, outcome="granted" if grant else "revoked")
     with acting_as(actor):
         (_GRANT if grant else _REVOKE)[role](actor, user, outcome)
+    if not grant and not outcome.notes and role in roles_held([user])[user.pk]:
+        # e.g. a platform-wide group an operator manages: the role stays, and the page must say so
+        outcome.notes.append(_("they still hold this role through a group this page cannot change; a platform "
+                               "operator can"))
     return outcome
 
 

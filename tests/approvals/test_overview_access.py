@@ -93,3 +93,7 @@ def test_the_navigation_links_the_overview_for_those_who_may_read_it(client, acm
     assert 'data-testid="nav-overview"' in _get(client, acme_admin, "/approvals/mine/").content.decode()
     assert 'data-testid="nav-overview"' in _get(client, acme_auditor, "/approvals/mine/").content.decode()
     assert 'data-testid="nav-overview"' not in _get(client, requester, "/approvals/mine/").content.decode()
+
+
+def test_an_operator_naming_a_tenant_with_a_nul_gets_not_found(client, operator):
+    assert _get(client, operator, f"{URL}?tenant=acme%00").status_code == 404

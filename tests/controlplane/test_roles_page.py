@@ -184,3 +184,20 @@ def test_a_group_page_shows_its_members_and_the_list_their_number(client, acme_a
     assert reverse("admin:tenancy_user_change", args=[approver1.pk]) in page
     counted = {g.name: g.member_total for g in listing.context["cl"].result_list}
     assert counted["acme-approvers"] == group.user_set.count() == 2
+
+
+def test_taking_away_a_role_held_through_a_platform_wide_group_says_it_stays(client, acme_admin, approver1):
+    """A tenant administrator cannot change an operator's platform-wide group: the Roles page must
+    not report the approver role gone while the member still approves through it."""
+    from guardian.shortcuts import assign_perm
+
+    platform_group = Group.objects.create(name="platform-reviewers")  # no tenant: operators' only
+    assign_perm("tools.approve_tool", platform_group, Tool.objects.get(name="refund_order"))  # no acting person
+    approver1.groups.add(platform_group)
+    client.force_login(acme_admin)
+
+    page = _post_role(client, approver1, "approver", op="revoke")
+
+    assert "approver" in roles_held([approver1])[approver1.pk]
+    shown = [str(m) for m in page.wsgi_request._messages]
+    assert any("still hold this role through a group" in m for m in shown), shown

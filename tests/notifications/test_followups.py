@@ -206,3 +206,22 @@ def test_a_stopped_tool_is_retracted_from_the_approvers(make_refund, acme_admin,
     assert all(f"{BASE}/approvals/{request.pk}/" in m.body for m in retractions)
     [told] = _mails("acme-requester@example.com")
     assert "Reason / 原因: payment provider incident" in told.body
+
+
+def test_a_retraction_never_goes_to_someone_who_left_the_tenant(make_refund, requester, approver1, outsider,
+                                                                django_capture_on_commit_callbacks):
+    """An approver asked about a request, then moved to another tenant, is no longer one of its
+    tenant's people: its ending (who decided, why) is not theirs to read."""
+    from django.db import transaction
+
+    request = make_refund()
+    assert _mails("acme-approver1@example.com")
+    with transaction.atomic():
+        approver1.tenant = outsider.tenant
+        approver1.save()
+    mail.outbox.clear()
+
+    _commit(django_capture_on_commit_callbacks, requester_actions.confirmation_withdraw, request_id=request.pk,
+            requester=requester)
+
+    assert sorted(a for m in mail.outbox for a in m.to) == ["acme-approver2@example.com"]

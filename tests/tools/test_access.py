@@ -146,3 +146,20 @@ def test_only_administrators_reach_the_effective_access_page(client, requester, 
     client.force_login(operator)
     page = client.get(f"/admin/tools/tool/effective-access/?user={people['globex']['requester'].pk}")
     assert page.status_code == 200 and all(a.allowed for a in page.context["rows"])
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["user=%C2%B2", "user={user}&tool=%C2%B2"])
+def test_effective_access_reads_a_non_ascii_digit_as_no_such_row(client, people, query):
+    """"²" is a digit to Python but no row id: not found, never a server error."""
+    client.force_login(people["acme"]["admin"])
+    url = "/admin/tools/tool/effective-access/?" + query.format(user=people["acme"]["requester"].pk)
+    assert client.get(url).status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_grant_action_refuses_a_non_ascii_digit_tool_id(client, people):
+    client.force_login(people["acme"]["admin"])
+    response = client.post("/admin/tools/tool/effective-access/",
+                           {"user": people["acme"]["requester"].pk, "grant": "\u00b2"})
+    assert response.status_code == 404

@@ -230,3 +230,25 @@ def test_the_api_export_refuses_list_parameters_it_would_ignore(client, auditor,
     client.force_login(auditor)
     response = client.get(f"/api/v1/audit-events/?format=csv&{query}")
     assert response.status_code == 400 and response.json()["code"] in ("INVALID_ARGUMENTS", "INVALID_CURSOR")
+
+
+@pytest.mark.parametrize("after", ["999999", "9" * 30])
+def test_verify_refuses_a_position_past_the_head_instead_of_calling_the_chain_broken(client, auditor, after):
+    """A position the chain never reached is bad input (400 with a stable code), not a deleted row."""
+    client.force_login(auditor)
+    response = client.get(reverse("auditor:verify"), {"after": after})
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS"
+    assert client.get(reverse("auditor:verify"), {"after": "-3"}).json()["ok"] is True  # negative reads as 0
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_an_export_with_a_wrong_filter_is_refused_not_widened(client, auditor, story, fmt):
+    """A filter the form refuses is not silently dropped from an export (which would then hold
+    more rows than asked for): 400 with a stable code, and the page offers no export link."""
+    client.force_login(auditor)
+    response = client.get(reverse("auditor:export", args=[fmt]), {"since": "last march", "tool": "cancel_order"})
+    assert response.status_code == 400 and response.json()["code"] == "INVALID_ARGUMENTS"
+    assert "since" in response.json()["errors"]
+    page = client.get(reverse("auditor:trail"), {"since": "last march"}).content.decode()
+    assert 'data-testid="export-csv"' not in page
+    assert 'data-testid="export-csv"' in client.get(reverse("auditor:trail")).content.decode()

@@ -170,3 +170,17 @@ def test_an_auditor_reads_a_request_page_without_forms_or_claim(client, approver
     assert client.get(reverse("approvals:detail", args=[big.pk])).status_code == 404
     client.force_login(nobody)  # neither approver nor auditor
     assert client.get(reverse("approvals:detail", args=[big.pk])).status_code == 404
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("params", [{"page": "9" * 30}, {"q": "A2026\x00"}, {"tool": "refund_order\x00"},
+                                    {"requester": "acme-requester\x00"}])
+def test_odd_query_values_never_break_the_inbox(client, approver1, three, params):
+    """A page number past any database's OFFSET and a NUL in a text filter (PostgreSQL refuses NUL
+    in text) read as plain input: the inbox answers, never a server error."""
+    client.force_login(approver1)
+    for name in ("approvals:pending", "approvals:history"):
+        response = client.get(reverse(name), params)
+        assert response.status_code == 200
+    if "page" not in params:
+        assert len(_ids(client.get(reverse("approvals:pending"), params))) == 3  # NUL dropped, filter kept

@@ -15,7 +15,7 @@ from agentplatform.web.auditor.filters import TrailFilterForm
 from agentplatform.web.auditor.presentation import trail_row
 from audit.export import csv_lines, jsonl_lines
 from audit.trail import trail_page, trail_rows
-from audit.verify_steps import verify_step
+from audit.verify_steps import head_seq, verify_step
 from core import clock
 from core.redaction.text import mask_text
 
@@ -56,7 +56,9 @@ def export(request: HttpRequest, fmt: str) -> HttpResponse:
     if fmt not in EXPORTS:
         raise Http404("no such format")
     form = TrailFilterForm(request.GET or None)
-    form.is_valid()
+    if form.is_bound and not form.is_valid():  # a filter left out would export more than was asked for
+        return JsonResponse({"code": "INVALID_ARGUMENTS", "message": "the filter is not valid",
+                             "retryable": False, "errors": form.errors.get_json_data()}, status=400)
     rows = trail_rows(tenant_id=request.user.tenant_id, filters=form.trail_filter())
     content_type, lines = EXPORTS[fmt]
     response = StreamingHttpResponse(lines(rows), content_type=content_type)
@@ -72,7 +74,11 @@ def verify(request: HttpRequest) -> JsonResponse:
     """`/audit/verify/?after=N`: check the next audit.verify_steps.STEP_ROWS rows of the tenant's
     chain after position N (0 to start). JSON {"checked_through", "head_seq", "head_hash", "done", "ok", "problem",
     "bad_seq"}; the page's script calls it until `done`."""
-    report = verify_step(tenant_id=request.user.tenant_id, after=_int(request.GET.get("after")) or 0)
+    after = _int(request.GET.get("after")) or 0
+    if after > head_seq(tenant_id=request.user.tenant_id):  # no step ends past the head: bad input, not a gap
+        return JsonResponse({"code": "INVALID_ARGUMENTS", "message": "after is past the end of the chain",
+                             "retryable": False}, status=400, headers={"Cache-Control": "no-store"})
+    report = verify_step(tenant_id=request.user.tenant_id, after=after)
     return JsonResponse({"checked_through": report.checked_through, "head_seq": report.head_seq,
                          "head_hash": report.head_hash, "done": report.done, "ok": report.ok,
                          "problem": report.problem, "bad_seq": report.bad_seq},
