@@ -66,7 +66,7 @@ class RolesUserAdmin(TenantUserAdmin):
         here with a message. Another tenant's member, or an operator's account: 404."""
         if self.role(request) is None or not self.has_change_permission(request):
             raise Http404("no access")
-        user = self.get_object(request, object_id) if object_id.isdigit() else None
+        user = self.get_object(request, object_id) if object_id.isascii() and object_id.isdigit() else None
         if user is None or user.tenant_id is None:
             raise Http404("no such member")
         if request.method == "POST":

@@ -70,3 +70,14 @@ def test_the_stops_list_is_scoped_and_release_lifts_only_what_the_viewer_may(cli
     client.post(STOPS, {"action": "release_selected", "_selected_action": [everywhere.pk, globex.pk],
                         "confirm": "yes", "reason": "all clear"})
     assert not KillSwitch.objects.filter(released_at__isnull=True).exists()
+
+
+def test_ids_that_only_python_calls_digits_are_not_ids(client, operator):
+    """"²" passes str.isdigit() but is no row id: the operator's pages answer, never a server error."""
+    client.force_login(operator)
+    tool = Tool.objects.get(name="list_orders")
+    response = _stop_action(client, tool, confirm="yes", reason="typo in scope", scope="²")
+    assert response.status_code in (200, 302)
+    assert active_stop(tool_name="list_orders", tenant_id=None) is not None  # read as "every tenant"
+    assert client.get(reverse("admin:policies_shadow_calls"), {"tenant": "²"}).status_code == 200
+    assert client.get(f"/admin/tenancy/user/{'²'}/roles/").status_code == 404

@@ -75,7 +75,7 @@ def stop_selected_tools(model_admin: admin.ModelAdmin, request: HttpRequest, que
         return None
     if request.POST.get("confirm") == "yes":
         scope = request.POST.get("scope") or ""
-        tenant_id = None if scope in ("", EVERY_TENANT) or not scope.isdigit() else int(scope)
+        tenant_id = None if scope in ("", EVERY_TENANT) or not (scope.isascii() and scope.isdigit()) else int(scope)
 
         def engage(tool, reason: str) -> str:
             engaged = kill_switch_engage(tool_name=tool.name, actor=request.user, reason=reason, tenant_id=tenant_id)

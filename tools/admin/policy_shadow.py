@@ -114,7 +114,7 @@ def shadow_calls_view(request: HttpRequest) -> TemplateResponse:
     """The verdicts behind one count (?rule=&would=&start=&end=, and &tenant= for an operator),
     100 a page, each with a link to the call's rows in the audit trail."""
     tenant_id = _scope(request)
-    if tenant_id is None and request.GET.get("tenant", "").isdigit():
+    if tenant_id is None and request.GET.get("tenant", "").isascii() and request.GET.get("tenant", "").isdigit():
         tenant_id = int(request.GET["tenant"])
     would = request.GET.get("would") or None
     if would is not None and would not in WOULD_WORDS:
