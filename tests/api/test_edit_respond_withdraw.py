@@ -186,7 +186,8 @@ def test_respond_sends_guidance_to_the_model_and_the_run_continues(api, approver
     # neither a success nor a rejection
     assert (result["success"], result["code"]) == (False, "APPROVER_GUIDANCE")
     assert result["data"]["guidance"] == "Refund only the damaged item: CNY 80"
-    assert result["data"]["responded_by"] == {"role": "approver", "username": approver1.username}
+    assert result["data"]["responded_by"] == {"role": "approver", "username": approver1.username,
+                                              "name": approver1.get_full_name() or approver1.username}
     assert "CNY 80" in run.final_answer and "rejected" not in run.final_answer.lower()
     assert AuditEvent.objects.filter(decision="RESPONDED", confirmation_id=request.pk, actor=approver1).exists()
     assert_error(approve(api(approver1), request.pk), 409, "ALREADY_DECIDED")
