@@ -14,7 +14,20 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CONF = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+
+
+def _conf() -> dict:
+    """gunicorn.conf.py's names, read without keeping what it sets in os.environ (its
+    PROMETHEUS_MULTIPROC_DIR would switch this test process's /metrics to multiprocess mode)."""
+    saved = dict(os.environ)
+    try:
+        return runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+CONF = _conf()
 
 
 @pytest.mark.parametrize(("bind", "https", "url"), [
