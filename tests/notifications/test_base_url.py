@@ -86,7 +86,7 @@ def test_a_configured_base_url_wins(tmp_path):
 
 def _make(*args: str) -> str:
     environ = {k: v for k, v in os.environ.items() if k not in ("PORT", "PLATFORM_BASE_URL", "MAKEFLAGS")}
-    done = subprocess.run(["make", "-n", *args], cwd=ROOT, env=environ, capture_output=True, text=True, check=True)
+    done = subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=ROOT, env=environ, capture_output=True, text=True, check=True)
     return done.stdout.strip().splitlines()[-1]
 
 
