@@ -63,3 +63,9 @@ def loads_json(text: str | bytes) -> Any:
     except RecursionError:
         raise json.JSONDecodeError("the JSON is nested too deeply", text if isinstance(text, str) else "", 0) from None
 
+
+
+def is_row_id(value: Any) -> bool:
+    """Whether `value` is a row id as typed in a URL or form: a non-empty str of ASCII digits only
+    ("²" and "١" pass str.isdigit() but int() refuses them)."""
+    return isinstance(value, str) and value.isascii() and value.isdigit()

@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from core.text import is_row_id
 from agentplatform.controlplane.role_grants import pending_role_changes, role_set
 from agentplatform.controlplane.roles import ROLE_HELP, ROLE_LABELS, ROLES, roles_held
 from agentplatform.tenancy.admin import TenantUserAdmin
@@ -66,7 +67,7 @@ class RolesUserAdmin(TenantUserAdmin):
         here with a message. Another tenant's member, or an operator's account: 404."""
         if self.role(request) is None or not self.has_change_permission(request):
             raise Http404("no access")
-        user = self.get_object(request, object_id) if object_id.isascii() and object_id.isdigit() else None
+        user = self.get_object(request, object_id) if is_row_id(object_id) else None
         if user is None or user.tenant_id is None:
             raise Http404("no such member")
         if request.method == "POST":

@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.translation import gettext as _
 
+from core.text import is_row_id
 from agentplatform.tenancy.admin_scope import tenant_users
 from agentplatform.tenancy.models import User
 from agentplatform.tenancy.roles import TENANT_ADMINISTRATOR
@@ -18,11 +19,6 @@ from core.errors import DomainError
 from tools.access import tool_access, tools_access
 from tools.access_grants import GRANTABLE, access_grant
 from tools.display import tool_label
-
-
-def _is_pk(value: str) -> bool:
-    """Whether `value` is a row id as typed in a URL: ASCII digits only ("²" is a digit to Python)."""
-    return value.isascii() and value.isdigit()
 
 
 class EffectiveAccessMixin:
@@ -50,7 +46,7 @@ class EffectiveAccessMixin:
         params = request.POST if request.method == "POST" else request.GET
         chosen = tool = None
         if params.get("user"):
-            chosen = get_object_or_404(users, pk=params["user"]) if _is_pk(params["user"]) else None
+            chosen = get_object_or_404(users, pk=params["user"]) if is_row_id(params["user"]) else None
             if chosen is None:
                 raise Http404("no such user")
         # The tools this viewer may see (another tenant's MCP tools are not among them), and of
@@ -59,7 +55,7 @@ class EffectiveAccessMixin:
         if chosen is not None:
             tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=chosen.tenant_id))
         if params.get("tool"):
-            tool = get_object_or_404(tools, pk=params["tool"]) if _is_pk(params["tool"]) else None
+            tool = get_object_or_404(tools, pk=params["tool"]) if is_row_id(params["tool"]) else None
             if tool is None:
                 raise Http404("no such tool")
         if request.method == "POST" and chosen is not None:
@@ -83,7 +79,7 @@ class EffectiveAccessMixin:
     def _grant(self, request: HttpRequest, chosen: User, tool, grant: list[str]) -> HttpResponse:
         """POST: grant what `chosen` lacks to use each tool of `grant` (tool ids), then back to the
         page with a message per tool (granted, and what was refused and why)."""
-        ids = sorted({int(g) for g in grant if _is_pk(g)})
+        ids = sorted({int(g) for g in grant if is_row_id(g)})
         if not ids or not set(ids) <= set(self.get_queryset(request).values_list("pk", flat=True)):
             raise Http404("no such tool")
         try:

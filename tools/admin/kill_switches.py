@@ -19,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from core.text import is_row_id
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
@@ -75,7 +76,7 @@ def stop_selected_tools(model_admin: admin.ModelAdmin, request: HttpRequest, que
         return None
     if request.POST.get("confirm") == "yes":
         scope = request.POST.get("scope") or ""
-        tenant_id = None if scope in ("", EVERY_TENANT) or not (scope.isascii() and scope.isdigit()) else int(scope)
+        tenant_id = None if scope in ("", EVERY_TENANT) or not is_row_id(scope) else int(scope)
 
         def engage(tool, reason: str) -> str:
             engaged = kill_switch_engage(tool_name=tool.name, actor=request.user, reason=reason, tenant_id=tenant_id)

@@ -20,6 +20,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from core.text import is_row_id
 from core import clock
 from agentplatform.tenancy.models import Tenant
 from agentplatform.tenancy.roles import PLATFORM_OPERATOR, TENANT_ADMINISTRATOR, admin_role
@@ -114,7 +115,7 @@ def shadow_calls_view(request: HttpRequest) -> TemplateResponse:
     """The verdicts behind one count (?rule=&would=&start=&end=, and &tenant= for an operator),
     100 a page, each with a link to the call's rows in the audit trail."""
     tenant_id = _scope(request)
-    if tenant_id is None and request.GET.get("tenant", "").isascii() and request.GET.get("tenant", "").isdigit():
+    if tenant_id is None and is_row_id(request.GET.get("tenant", "")):
         tenant_id = int(request.GET["tenant"])
     would = request.GET.get("would") or None
     if would is not None and would not in WOULD_WORDS:
