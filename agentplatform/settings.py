@@ -79,6 +79,8 @@ INSTALLED_APPS = [
     "agentplatform.api",
     # control-plane audit: receivers on every model an administrator changes (docs/roles.md)
     "agentplatform.controlplane",
+    # the MCP server at /mcp/: the governed tools for agents of any framework (docs/mcp.md)
+    "agentplatform.mcp_server",
 ]
 
 MIDDLEWARE = [
@@ -498,3 +500,14 @@ MCP_BREAKER_RESET_SECONDS = env_int("MCP_BREAKER_RESET_SECONDS", 60)
 # Tool search: above this many offered tools the model gets `tool_search`.
 TOOL_SEARCH_THRESHOLD = env_int("TOOL_SEARCH_THRESHOLD", 20)
 TOOL_SEARCH_RESULTS = env_int("TOOL_SEARCH_RESULTS", 5)
+
+# --- The MCP server at /mcp/ (docs/mcp.md) ------------------------------------
+# A gated call repeated over MCP with the same tool, arguments and API key within this many seconds
+# is the same call: "still pending", then the one execution, then its stored result (or the
+# rejection, expiry or withdrawal) replayed. After the window the same call is a new proposal.
+MCP_RETRY_WINDOW_SECONDS = env_int("MCP_RETRY_WINDOW_SECONDS", 24 * 3600)
+# Largest body accepted on /mcp/, in bytes; a larger one is refused (413) before it is parsed.
+MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 256 * 1024)
+# A client that declared the elicitation capability is asked to confirm the requester's own HIGH
+# calls with a form; False: the requester confirms on the request's page only.
+MCP_CONFIRM_BY_ELICITATION = env_bool("MCP_CONFIRM_BY_ELICITATION", True)

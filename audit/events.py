@@ -53,6 +53,7 @@ def _write(
     message: str = "",
     execution: dict[str, Any] | None = None,
     policy_version: int | None = None, policy_rules: list[str] | tuple[str, ...] | None = None,
+    channel: dict[str, Any] | None = None,
 ) -> AuditEvent:
     """Append one AuditEvent (audit.chain.insert_chained: on PostgreSQL one statement with the
     chain advance) and count it in the metrics; return the stored event.
@@ -63,7 +64,9 @@ def _write(
     tokens), `message` also through core.redaction.endpoints.scrub_urls; never pass a raw token.
     `execution`: on an execution's rows, which process ran it under which run lease ({"holder":
     "host:pid", "lease": ISO 8601 or None}). `policy_version` / `policy_rules`: the bundle version
-    and the rules and limits that set the call's gate (docs/policy.md). Raises DatabaseError.
+    and the rules and limits that set the call's gate (docs/policy.md). `channel`: how a call arrived
+    when not through the platform's own loop (tools.context.ToolContext.channel: MCP and the API
+    key's name), hashed with the row. Raises DatabaseError.
     """
     event = AuditEvent(
         tenant_id=tenant_id,
@@ -88,6 +91,7 @@ def _write(
         message=scrub_urls(mask_text(message))[:500],
         execution=execution,
         policy_version=policy_version, policy_rules=list(policy_rules) if policy_rules else None,
+        channel=channel or None,
     )
     event.business_object = business_object_of(decision=decision, masked_arguments=event.masked_arguments)
     event.occurred_at = timezone.now()  # what auto_now_add would set

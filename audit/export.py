@@ -35,10 +35,10 @@ EXPORT_BATCH = 500
 COLUMNS = ["id", "occurred_at", "actor", "tool_name", "tool_owner", "tool_version", "decision", "policy_decision",
            "status", "request_id", "conversation_id", "run_id", "tool_call_id", "arguments_hash", "masked_arguments",
            "confirmation_id", "idempotency_key", "business_result_id", "duration_ms", "message"]
-CHAIN_COLUMNS = ["tenant_id", "actor_id", "execution", "policy_version", "policy_rules", "business_object",
+CHAIN_COLUMNS = ["tenant_id", "actor_id", "execution", "policy_version", "policy_rules", "channel", "business_object",
                  "chain_seq", "prev_hash", "row_hash", "body_sha256", "redacted"]
 EXPORT_COLUMNS = COLUMNS + CHAIN_COLUMNS
-JSON_COLUMNS = ("masked_arguments", "execution", "policy_rules")
+JSON_COLUMNS = ("masked_arguments", "execution", "policy_rules", "channel")
 # Spreadsheets run cells that start with these as formulas (CSV injection): such cells get a quote,
 # and so does a cell that starts with a quote, so the verifier can take exactly one off.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "'")
@@ -61,6 +61,7 @@ def event_row(event: AuditEvent) -> dict[str, Any]:
         "confirmation_id": str(event.confirmation_id) if event.confirmation_id else None,
         "idempotency_key": event.idempotency_key, "business_result_id": event.business_result_id,
         "duration_ms": event.duration_ms, "message": mask_text(message),
+        "channel": event.channel,
     }
 
 

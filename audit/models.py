@@ -96,6 +96,10 @@ class AuditEvent(models.Model):
     # and limits that set its gate or denied it (docs/policy.md). Empty: no bundle, or the registry decided.
     policy_version = models.PositiveIntegerField(null=True, blank=True)
     policy_rules = models.JSONField(null=True, blank=True)
+    # How the call reached the platform when not through the platform's own agent loop (hashed):
+    # {"name": "mcp", "api_key": <key name>, "api_key_id": <public id>, "client": <MCP clientInfo>}.
+    channel = models.JSONField(null=True, blank=True,
+                               help_text="How the call arrived when not through the platform's own chat (MCP: the key's name).")
     # What the row is about (an order id, ...; audit.subjects): derived from masked_arguments when
     # the row is written, outside the hashed body (audit.chain.UNHASHED_FIELDS), for the auditor's search.
     business_object = models.CharField(max_length=128, blank=True, editable=False,

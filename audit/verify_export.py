@@ -29,10 +29,10 @@ from typing import Any, Iterator
 HASHED = ("id", "occurred_at", "tenant_id", "actor_id", "request_id", "conversation_id", "run_id", "tool_call_id",
           "tool_name", "tool_owner", "tool_version", "decision", "policy_decision", "status", "arguments_hash",
           "masked_arguments", "confirmation_id", "idempotency_key", "business_result_id", "duration_ms", "message",
-          "execution", "policy_version", "policy_rules")
+          "execution", "policy_version", "policy_rules", "channel")
 INTEGER = ("tenant_id", "actor_id", "policy_version", "chain_seq")
 NUMBER = ("duration_ms",)
-JSON = ("masked_arguments", "execution", "policy_rules")
+JSON = ("masked_arguments", "execution", "policy_rules", "channel")
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r", "'")
 
 

@@ -75,7 +75,7 @@ class CallAudit:
             confirmation_id=self.confirmation_id, idempotency_key=self.idempotency_key,
             business_result_id=self.business_result_id, duration_ms=round(seconds * 1000, 3),
             message=message, execution=self.execution, policy_version=self.policy_version,
-            policy_rules=self.policy_rules,
+            policy_rules=self.policy_rules, channel=self.ctx.channel,
         )
         metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
                               seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)

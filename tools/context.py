@@ -39,6 +39,10 @@ class ToolContext:
     # Tool search (tools.search): names of the tools the run's `tool_search` calls returned; they are
     # sent to the model from then on. Mutable on purpose: shared by the contexts derived in a run.
     discovered: set = field(default_factory=set, compare=False, repr=False)
+    # How the call arrived when not through the platform's own loop, written on every audit row of
+    # the call (AuditEvent.channel): {"name": "mcp", "api_key": <name>, "api_key_id": <public id>,
+    # "client": <MCP clientInfo "name/version">}; None for the platform's chat and API runs.
+    channel: dict | None = field(default=None, compare=False)
 
     @property
     def tenant_id(self) -> int:

@@ -66,6 +66,9 @@ class AuditEventSerializer(serializers.Serializer):
     business_result_id = serializers.CharField(allow_blank=True)
     duration_ms = serializers.FloatField(allow_null=True)
     message = serializers.CharField(allow_blank=True)
+    channel = serializers.JSONField(allow_null=True, help_text=(
+        'How the call arrived when not through the platform\'s own chat: {"name": "mcp", "api_key": <key name>, '
+        '"api_key_id", "client"}; null otherwise.'))
 
 
 class AuditEventListApi(ApiView):
