@@ -122,3 +122,15 @@ def test_a_user_moved_to_another_tenant_calls_nothing(caller, requester, outside
 
     assert answer.state == "failed" and code(answer) == "AUTHENTICATION_FAILED"
     _nothing_stored()
+
+
+def test_a_key_revoked_or_expired_since_it_was_checked_calls_nothing(caller, requester):
+    from core import clock
+
+    ApiKey.objects.filter(pk=caller.api_key.pk).update(expiry=clock.now())
+    expired = calls.call_tool(caller, name=HIGH, arguments=CANCEL_ARGS)
+    ApiKey.objects.filter(pk=caller.api_key.pk).delete()
+    revoked = calls.call_tool(caller, name=HIGH, arguments=CANCEL_ARGS)
+
+    assert code(expired) == code(revoked) == "AUTHENTICATION_FAILED"
+    _nothing_stored()
