@@ -129,3 +129,25 @@ def test_an_approvers_edit_runs_and_is_told(caller, approver1, approver2):
     assert refund.order.order_id == REFUND_ORDER and str(refund.amount) in ("5", "5.00")
     replay = calls.call_tool(caller, name=CRITICAL, arguments=REFUND_ARGS)
     assert replay.replayed and replay.edited == ran.edited and Refund.objects.count() == 1
+
+
+def test_a_confirmed_call_the_policy_now_sends_to_approvers_waits_for_them(caller, approver1, approver2):
+    from tests.mcp_server.calls_support import CANCEL_ARGS, HIGH
+    from tools.catalog.models import Cancellation
+    from tools.levels import RiskLevel
+    from tools.models import Tool
+
+    # given: a HIGH call waiting for its requester, made CRITICAL before it runs
+    first = calls.call_tool(caller, name=HIGH, arguments=CANCEL_ARGS)
+    Tool.objects.filter(name=HIGH).update(risk_override=RiskLevel.CRITICAL)
+
+    # when: the requester confirms
+    told = calls.requester_answer(caller, call_id=first.call_id, confirm=True)
+
+    # then: nothing ran; the same request waits for approvers, and runs once they approve
+    assert told.state == "pending" and told.pending["needs"] == "approvers" and told.pending["quorum"] == 2
+    assert told.pending["request_id"] == first.pending["request_id"] and Cancellation.objects.count() == 0
+    for approver in (approver1, approver2):
+        approver_actions.confirmation_approve(request_id=_request(first).pk, approver=approver)
+    ran = calls.call_tool(caller, name=HIGH, arguments=CANCEL_ARGS)
+    assert ran.state == "completed" and Cancellation.objects.count() == 1
