@@ -14,6 +14,10 @@ from audit.admin import ReadOnlyAdminMixin
 
 @admin.register(McpCall)
 class McpCallAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):
+    """The gated calls made over MCP: who (user, key name), which tool, the confirmation request it
+    created, and its stored (masked) answer once it ended. Operators see every tenant's; a tenant
+    administrator views their own tenant's only."""
+
     list_display = ("created_at", "tenant", "user", "key_name", "tool_name", "status", "request", "updated_at")
     list_filter = ("status", "tool_name", "tenant")
     search_fields = ("id", "tool_call_id", "key_name", "tool_name", "user__username", "request__id")
