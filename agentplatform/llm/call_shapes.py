@@ -109,8 +109,9 @@ def _object(value: Any) -> str | None:
     object, else None. Canonical, so `1` and `true` (equal in Python) differ, and spacing and key
     order do not matter."""
     if isinstance(value, str):
-        if not value.strip():
-            return None
+        text = value.strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            return None  # cheap: most streamed fragments are pieces of an object
         try:
             value = loads_json(value)
         except ValueError:
@@ -127,8 +128,8 @@ def repeats(fragments: list[Any], fragment: Any) -> bool:
     arguments no longer parse, and the turn is refused rather than guessed)."""
     if not fragments:
         return False
-    done = _object(_joined(fragments))
-    return done is not None and _object(fragment) == done
+    again = _object(fragment)  # the fragment first: it is short, the arguments so far may be long
+    return again is not None and _object(_joined(fragments)) == again
 
 
 def _is_phantom(call: RawCall) -> bool:
@@ -136,15 +137,13 @@ def _is_phantom(call: RawCall) -> bool:
     return not name.strip() and says_nothing(_joined(call.arguments))
 
 
-def _same_call(call: RawCall, earlier: list[RawCall]) -> bool:
-    """Whether `call` repeats one of `earlier` whole: the same non-empty id, name and arguments
-    (compared as JSON objects, so spacing and key order do not matter)."""
-    if not call.id:
-        return False
-    mine = _object(arguments_text(call.arguments))
-    return mine is not None and any(
-        other.id == call.id and other.name == call.name and _object(arguments_text(other.arguments)) == mine
-        for other in earlier)
+def _signature(call: RawCall) -> tuple[str, str, str] | None:
+    """What makes two entries the same call: (id, name, arguments as canonical JSON), or None for
+    an entry without an id or whose arguments are not a JSON object (never taken as a repeat)."""
+    arguments = _object(arguments_text(call.arguments))
+    if not call.id or arguments is None:
+        return None
+    return str(call.id), str(call.name), arguments
 
 
 def history_call_ids(messages: Iterable[dict[str, Any]]) -> set[str]:
@@ -166,17 +165,19 @@ def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) 
     """
     used = set(taken or ())
     calls: list[ModelToolCall] = []
-    kept: list[RawCall] = []
+    seen: set[tuple[str, str, str]] = set()  # signatures of the entries kept
     for position, raw in enumerate(raw_calls):
         if _is_phantom(raw):
             logger.warning("model turn: dropped tool-call entry %d with no name and no arguments (id %r)",
                            position, str(raw.id)[:MAX_CALL_ID_CHARS] if raw.id else "")
             continue
-        if _same_call(raw, kept):
+        signature = _signature(raw)
+        if signature is not None and signature in seen:
             logger.warning("model turn: dropped tool-call entry %d repeating an earlier call whole (id %r)",
                            position, storable_text(str(raw.id))[:MAX_CALL_ID_CHARS])
             continue
-        kept.append(raw)
+        if signature is not None:
+            seen.add(signature)
         name = storable_text(raw.name) if isinstance(raw.name, str) else ""
         call_id = raw.id if isinstance(raw.id, str) else ("" if raw.id is None else str(raw.id))
         if (not call_id or call_id in used or len(call_id) > MAX_CALL_ID_CHARS

@@ -231,3 +231,26 @@ def test_deltas_that_look_like_json_are_joined_as_sent(fake_openai, openai_clien
 
     [call] = turn.tool_calls
     assert call.id == "c1" and json.loads(call.arguments) == {"filter": {}, "again": {"filter": {}}}
+
+
+def test_a_repeat_sent_as_an_object_or_respaced_is_the_same_call(fake_openai, openai_client):
+    # GLM sends arguments as a JSON object; a repeat may also differ in spacing or key order
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    fake_openai.enqueue(sse_response([
+        chunk({"role": "assistant", "content": None}),
+        chunk(tool_delta(0, id="c1", name="f", arguments='{"b": 2, ')),
+        chunk(tool_delta(0, arguments='"a": [1]}')),
+        chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": {"a": [1], "b": 2}}}]}),
+        chunk(tool_delta(0, arguments='{"a":[1],"b":2}'), "tool_calls")]))
+    fake_openai.enqueue(shapes.json_response(shapes.completion(finish_reason="tool_calls", tool_calls=[
+        shapes.function_call("c1", "f", '{"b": 2, "a": [1]}'), shapes.function_call("c1", "f", '{"a":[1],"b":2}'),
+        shapes.function_call("c1", "f", '{"a":[1],"b":3}')])))
+    messages = [{"role": "user", "content": "?"}]
+
+    streamed = complete(messages=messages, tools=tools, stream=True, client=openai_client)
+    buffered = complete(messages=messages, tools=tools, stream=False, client=openai_client)
+
+    assert [(c.id, json.loads(c.arguments)) for c in streamed.tool_calls] == [("c1", {"a": [1], "b": 2})]
+    # the third entry differs: a call of its own (the id taken, it gets a fresh one)
+    assert [json.loads(c.arguments) for c in buffered.tool_calls] == [{"a": [1], "b": 2}, {"a": [1], "b": 3}]
+    assert buffered.tool_calls[0].id == "c1" and buffered.tool_calls[1].id != "c1"
