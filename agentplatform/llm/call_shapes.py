@@ -137,13 +137,14 @@ def _is_phantom(call: RawCall) -> bool:
     return not name.strip() and says_nothing(_joined(call.arguments))
 
 
-def _signature(call: RawCall) -> tuple[str, str, str] | None:
-    """What makes two entries the same call: (id, name, arguments as canonical JSON), or None for
-    an entry without an id or whose arguments are not a JSON object (never taken as a repeat)."""
-    arguments = _object(arguments_text(call.arguments))
-    if not call.id or arguments is None:
-        return None
-    return str(call.id), str(call.name), arguments
+def _repeats_kept(key: tuple[str, str] | None, text: str, kept: dict[tuple[str, str], list[str]]) -> bool:
+    """Whether an entry (key: its (id, name), None without an id; text: its arguments) repeats an
+    entry kept earlier whole: the same id and name and equal arguments, compared as JSON objects
+    (spacing and key order do not matter). Parses only when the id and name were seen before."""
+    if key is None or key not in kept:
+        return False
+    mine = _object(text)
+    return mine is not None and any(_object(earlier) == mine for earlier in kept[key])
 
 
 def history_call_ids(messages: Iterable[dict[str, Any]]) -> set[str]:
@@ -165,19 +166,20 @@ def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) 
     """
     used = set(taken or ())
     calls: list[ModelToolCall] = []
-    seen: set[tuple[str, str, str]] = set()  # signatures of the entries kept
+    kept: dict[tuple[str, str], list[str]] = {}  # (id, name) as sent -> the arguments of the entries kept
     for position, raw in enumerate(raw_calls):
         if _is_phantom(raw):
             logger.warning("model turn: dropped tool-call entry %d with no name and no arguments (id %r)",
                            position, str(raw.id)[:MAX_CALL_ID_CHARS] if raw.id else "")
             continue
-        signature = _signature(raw)
-        if signature is not None and signature in seen:
+        text = arguments_text(raw.arguments)
+        key = (str(raw.id), str(raw.name)) if raw.id else None
+        if _repeats_kept(key, text, kept):
             logger.warning("model turn: dropped tool-call entry %d repeating an earlier call whole (id %r)",
                            position, storable_text(str(raw.id))[:MAX_CALL_ID_CHARS])
             continue
-        if signature is not None:
-            seen.add(signature)
+        if key is not None:
+            kept.setdefault(key, []).append(text)
         name = storable_text(raw.name) if isinstance(raw.name, str) else ""
         call_id = raw.id if isinstance(raw.id, str) else ("" if raw.id is None else str(raw.id))
         if (not call_id or call_id in used or len(call_id) > MAX_CALL_ID_CHARS
@@ -188,5 +190,5 @@ def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) 
                             storable_text(call_id)[:MAX_CALL_ID_CHARS], position, fresh)
             call_id = fresh
         used.add(call_id)
-        calls.append(ModelToolCall(id=call_id, name=name, arguments=arguments_text(raw.arguments)))
+        calls.append(ModelToolCall(id=call_id, name=name, arguments=text))
     return calls
