@@ -64,6 +64,15 @@ def loads_json(text: str | bytes) -> Any:
         raise json.JSONDecodeError("the JSON is nested too deeply", text if isinstance(text, str) else "", 0) from None
 
 
+def says_nothing(arguments: Any) -> bool:
+    """Whether a tool call's raw `arguments` carry no argument at all: None (`"arguments": null`
+    or no field), "" (GLM for a call without parameters), whitespace only, or the JSON literal
+    `null`. Such arguments are the empty object `{}`: a tool without required parameters runs,
+    one with required parameters is refused naming them (docs/providers.md)."""
+    if arguments is None:
+        return True
+    return isinstance(arguments, str) and arguments.strip() in ("", "null")
+
 
 def is_row_id(value: Any) -> bool:
     """Whether `value` is a row id as typed in a URL or form: a non-empty str of ASCII digits only

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import ValidationError
 
-from core.text import loads_json, unstorable_reason
+from core.text import loads_json, says_nothing, unstorable_reason
 from tools.call_audit import CallAudit, CallStopped
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.consume import Consumption
@@ -142,9 +142,14 @@ class ArgumentsInvalid(Exception):
 def validated_arguments(spec: ToolSpec, raw: Any) -> Any:
     """`raw` (the model's arguments: a JSON object encoded as a string) parsed and validated against
     `spec`'s parameter model and its `validate` rules. Returns the parameter model instance.
+    Arguments that say nothing (None, "", whitespace, `null`: core.text.says_nothing) are the
+    empty object: valid for a tool without required parameters, a schema error naming the
+    missing ones otherwise (docs/providers.md).
     Raises ArgumentsInvalid (not a string, over settings.TOOLS_MAX_ARGUMENT_BYTES bytes, not JSON,
     not an object, unstorable text, schema or rule violations). No side effect: the pipeline
     (GovernedCall) audits the refusal, the admin's "try a call" shows it."""
+    if says_nothing(raw):
+        raw = "{}"
     if not isinstance(raw, str):
         raise ArgumentsInvalid("arguments must be a JSON object encoded as a string")
     if len(raw.encode("utf-8")) > settings.TOOLS_MAX_ARGUMENT_BYTES:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from agentplatform.llm import normalize
+from agentplatform.llm import call_shapes, normalize
 from agentplatform.llm.errors import ModelUnavailable
 from agentplatform.llm.normalize import COMPLETE_REASONS, LEGACY_CALL, call_index, member, members, refusal_text
 from agentplatform.llm.types import ModelTurn
@@ -26,8 +26,9 @@ def assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None
     Text deltas are concatenated (each passed, cleaned, to on_text as it comes); `reasoning_content`
     deltas are kept apart; `refusal` deltas are the answer when there is no text. Tool-call deltas
     are joined by `index` (`_add_fragment`): id and name are taken from the first delta that
-    carries them, argument fragments are kept in arrival order, and a fragment naming another id or
-    function at the same index is a new call. The finish_reason is the last one seen, except that a
+    carries them, argument fragments are kept in arrival order, a fragment naming another id or
+    function at the same index is a new call, and one repeating the complete call is the same call
+    (`call_shapes.repeats`). The finish_reason is the last one seen, except that a
     truncating one (length, content_filter, anything but stop/tool_calls) is never overridden by a
     later chunk. A part of the wrong JSON type is ignored. Raises ModelUnavailable when the stream
     ends without any finish_reason (a dropped or truncated stream), or carries only a legacy
@@ -36,7 +37,7 @@ def assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None
     text: list[str] = []
     reasoning: list[str] = []
     refusal: list[str] = []
-    calls: list[normalize.RawCall] = []  # in the order they started
+    calls: list[call_shapes.RawCall] = []  # in the order they started
     position: dict[int, int] = {}  # the provider's index -> the call it currently continues
     finish_reason: str | None = None
     legacy_call = False
@@ -77,7 +78,7 @@ def assemble_stream(chunks: Iterator[Any], on_text: Callable[[str], None] | None
                                     finish_reason=finish_reason, taken=taken)
 
 
-def _whole(call: normalize.RawCall) -> bool:
+def _whole(call: call_shapes.RawCall) -> bool:
     """True when `call`'s argument fragments so far already form one JSON value."""
     text = "".join(part if isinstance(part, str) else json.dumps(part) for part in call.arguments)
     if not text.strip():
@@ -98,7 +99,9 @@ def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None
     arguments); so is one naming the same function under another id once the call's arguments are
     whole. Any other fragment continues the call: some providers repeat the id and name on every
     delta, and some change the id on later chunks of the same call. A fragment without an index
-    continues the last call, unless it starts a new named one with another id.
+    continues the last call, unless it starts a new named one with another id. Arguments that
+    repeat the call's complete arguments (the whole call sent again, as some servers do in a last
+    chunk) are not added: joined, `{"a":1}{"a":1}` would refuse a call the model made once.
     """
     function = fragment.get("function")
     function = function if isinstance(function, dict) else None
@@ -118,7 +121,7 @@ def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None
         starts_new = bool(name and current.name and (
             name != current.name or (call_id and current.id and call_id != current.id and _whole(current))))
     if starts_new:
-        current = normalize.RawCall()
+        current = call_shapes.RawCall()
         # Ordered by the provider's index (then by arrival); one without an index after the rest.
         current.order = (index if index is not None else max((c.order[0] for c in calls), default=-1) + 1,
                          len(calls))
@@ -131,7 +134,7 @@ def _add_fragment(fragment: dict, calls: list, position: dict[int, int]) -> None
         if name and not current.name:
             current.name = name
         arguments = function.get("arguments")
-        if arguments is not None and arguments != "":
+        if arguments is not None and arguments != "" and not call_shapes.repeats(current.arguments, arguments):
             current.arguments.append(arguments)
 
 
@@ -153,7 +156,7 @@ def turn_from_completion(completion: Any, on_text: Callable[[str], None] | None,
     for call in members(message, "tool_calls"):
         function = member(call, "function")  # custom (non-function) tools are not used here
         if isinstance(function, dict):
-            raw_calls.append(normalize.RawCall(id=call.get("id"), name=function.get("name"),
+            raw_calls.append(call_shapes.RawCall(id=call.get("id"), name=function.get("name"),
                                                arguments=[function.get("arguments")]))
     if not raw_calls and isinstance(member(message, "function_call"), dict):
         raise ModelUnavailable(LEGACY_CALL)

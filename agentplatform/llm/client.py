@@ -24,7 +24,7 @@ import httpx2
 import openai
 from django.conf import settings
 
-from agentplatform.llm import factory, normalize
+from agentplatform.llm import call_shapes, factory, normalize
 from agentplatform.llm.assembly import assemble_stream, turn_from_completion
 from agentplatform.llm.errors import ModelUnavailable, model_error
 from agentplatform.llm.exchange import END, Exchange, exchange_items
@@ -85,7 +85,7 @@ def complete(
     request: dict[str, Any] = {"model": model, "messages": normalize.replay_messages(messages)}
     if tools:
         request["tools"] = tools
-    taken = normalize.history_call_ids(messages)
+    taken = call_shapes.history_call_ids(messages)
     exchange = Exchange(client, request, stream=stream, deadline=deadline, model=model)
     exchange.start()
     items = exchange_items(exchange, deadline, seconds)

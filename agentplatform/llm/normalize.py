@@ -4,15 +4,11 @@ chat-completions format (the table of shapes is docs/providers.md).
 
 OpenAI-compatible providers bend the chat-completions format. Before governance sees a turn:
 
-- every call gets an id unique within the turn and the run's history (`functions.cancel_order:0`
-  twice, or no id at all, must not overwrite one another: a pending map, a confirmation and a tool
-  message are keyed by it); the first holder of an id keeps it, the others get `internal_call_id()`;
-- an entry with no name and no arguments (a phantom index) is dropped and logged;
-- arguments sent as a JSON object (or any non-string JSON) are serialised canonically (sorted keys,
-  no spaces, UTF-8), `null` becomes "" (refused by the pipeline as not JSON, never coerced to `{}`);
+- its tool calls are made canonical by `agentplatform.llm.call_shapes` (unique ids, phantom and
+  repeated entries dropped, object arguments serialised, arguments that say nothing read as "{}",
+  unstorable characters escaped in arguments);
 - text PostgreSQL cannot store (NUL, lone surrogates; `core.text`) is cleaned in free text
-  (content, reasoning, names, ids) and *escaped* in arguments, so the message can be stored and the
-  pipeline still sees the character and refuses the call with INVALID_ARGUMENTS (audited);
+  (content, reasoning, names, ids);
 - provider reasoning (`reasoning_content`) is kept on the turn, apart from the answer.
 
 Before a request is sent (`replay_messages`), the history is made acceptable to strict providers:
@@ -27,123 +23,14 @@ bodies. The joining of stream chunks itself is `agentplatform.llm.assembly`.
 from __future__ import annotations
 
 import json
-import logging
-import re
-import secrets
-import string
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from agentplatform.llm.types import ModelToolCall, ModelTurn
+from agentplatform.llm.call_shapes import RawCall, normalize_calls
+from agentplatform.llm.types import ModelTurn
 from core.redaction.text import PROVIDER_MESSAGE_CHARS
 from core.text import loads_json, storable_text, unstorable_reason
-
-logger = logging.getLogger(__name__)
-
-# The longest id kept as the provider sent it (Message.tool_call_id holds 128; audit rows 100).
-MAX_CALL_ID_CHARS = 64
-_ID_ALPHABET = string.ascii_letters + string.digits
-_UNSTORABLE_IN_ARGUMENTS = re.compile("[\x00\ud800-\udfff]")
-
-
-@dataclass
-class RawCall:
-    """One tool-call entry as a provider sent it (streamed: the fragments joined by index).
-
-    arguments: the argument fragments in arrival order, each a string or (some providers) a JSON
-    value such as an object; a non-streamed call has one fragment. order: where a streamed call
-    goes among the turn's calls ((the provider's index, arrival); agentplatform.llm.assembly).
-    """
-
-    id: Any = None
-    name: Any = None
-    arguments: list[Any] = field(default_factory=list)
-    order: tuple[int, int] = (0, 0)
-
-
-def internal_call_id(taken: set[str]) -> str:
-    """A fresh call id not in `taken`: nine ASCII letters and digits, the strictest format a known
-    provider accepts (Mistral: `^[a-zA-Z0-9]{9}$`; OpenAI and the others take any string)."""
-    while True:
-        candidate = "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
-        if candidate not in taken:
-            return candidate
-
-
-def canonical_json(value: Any) -> str:
-    """JSON text with sorted keys, no spaces, UTF-8: the platform's canonical form of arguments."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _escape_unstorable(text: str) -> str:
-    # `\u0000` (six characters) instead of the character: storable in a text or jsonb column, and
-    # still the same JSON value when the pipeline parses it (which then refuses it).
-    return _UNSTORABLE_IN_ARGUMENTS.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
-
-
-def arguments_text(fragments: list[Any]) -> str:
-    """The arguments of one call as JSON text.
-
-    Strings are joined. A JSON value sent instead of a string (GLM, Ollama: an object) is
-    serialised canonically; a single such value among empty strings is taken as the arguments.
-    None (`"arguments": null`) gives "". Unstorable characters are escaped (see module doc).
-    """
-    values = [f for f in fragments if f is not None and f != ""]
-    if not values:
-        text = ""
-    elif all(isinstance(v, str) for v in values):
-        text = "".join(values)
-    elif len(values) == 1:
-        text = canonical_json(values[0])
-    else:  # a mixture nobody should send: joined as text, the pipeline judges it
-        text = "".join(v if isinstance(v, str) else canonical_json(v) for v in values)
-    return _escape_unstorable(text)
-
-
-def _is_phantom(call: RawCall) -> bool:
-    name = call.name if isinstance(call.name, str) else ""
-    return not name.strip() and arguments_text(call.arguments) == ""
-
-
-def history_call_ids(messages: Iterable[dict[str, Any]]) -> set[str]:
-    """The tool call ids already used by the assistant messages of `messages`."""
-    taken: set[str] = set()
-    for message in messages:
-        if message.get("role") == "assistant":
-            for call in message.get("tool_calls") or ():
-                if isinstance(call, dict) and call.get("id"):
-                    taken.add(str(call["id"]))
-    return taken
-
-
-def normalize_calls(raw_calls: list[RawCall], *, taken: set[str] | None = None) -> list[ModelToolCall]:
-    """Canonical calls of one turn, in the provider's order (see module doc).
-
-    taken: ids already used earlier in the run's history; a call reusing one gets a fresh id.
-    Logs each phantom dropped and each id replaced.
-    """
-    used = set(taken or ())
-    calls = []
-    for position, raw in enumerate(raw_calls):
-        if _is_phantom(raw):
-            logger.warning("model turn: dropped tool-call entry %d with no name and no arguments (id %r)",
-                           position, str(raw.id)[:MAX_CALL_ID_CHARS] if raw.id else "")
-            continue
-        name = storable_text(raw.name) if isinstance(raw.name, str) else ""
-        call_id = raw.id if isinstance(raw.id, str) else ("" if raw.id is None else str(raw.id))
-        if (not call_id or call_id in used or len(call_id) > MAX_CALL_ID_CHARS
-                or unstorable_reason(call_id) or not call_id.isprintable()):
-            fresh = internal_call_id(used)
-            if call_id:
-                logger.info("model turn: tool-call id %r of entry %d replaced by %s (duplicate or unusable)",
-                            storable_text(call_id)[:MAX_CALL_ID_CHARS], position, fresh)
-            call_id = fresh
-        used.add(call_id)
-        calls.append(ModelToolCall(id=call_id, name=name, arguments=arguments_text(raw.arguments)))
-    return calls
 
 
 # finish_reason spellings of compatible servers -> OpenAI's. Anything else is kept as sent, and a

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from agentplatform.llm.types import ModelTurn
 from agentplatform.runtime.step import Step
-from core.text import loads_json
+from core.text import loads_json, says_nothing
 from audit import events as audit
 from tools.context import ToolContext
 from tools.manager import ToolCallingManager
@@ -17,6 +17,8 @@ from tools.results import ToolResult
 
 
 def _unparseable(arguments: Any) -> bool:
+    if says_nothing(arguments):
+        return False  # the empty object (core.text.says_nothing): the pipeline judges it
     try:
         return not isinstance(loads_json(arguments), dict)
     except (TypeError, ValueError):

@@ -388,7 +388,8 @@ def turn_response(*, stream: bool, content: str | None = None, calls: list[dict[
         arguments = call.get("arguments", "")
         pieces = _halves(arguments) if isinstance(arguments, str) and arguments else [arguments]
         for number, piece in enumerate(pieces):
-            fragment: dict[str, Any] = {"function": {"arguments": piece}}
+            # a call without "arguments" is sent without the field (some servers omit it)
+            fragment: dict[str, Any] = {"function": {"arguments": piece} if "arguments" in call else {}}
             if index is not None:
                 fragment["index"] = index
             if number == 0:
@@ -441,6 +442,52 @@ def deepseek_reasoning_call(*, stream: bool, name: str, arguments: dict[str, Any
     is missing from the replayed assistant message of the same turn (validate_request "deepseek")."""
     return turn_response(stream=stream, reasoning=reasoning,
                          calls=[{"id": "call_ds_0001", "name": name, "arguments": json.dumps(arguments)}])
+
+
+def empty_arguments(*, stream: bool, name: str, arguments: Any, call_id: str = "call_glm_empty1") -> ScriptedResponse:
+    """GLM (Zhipu) style: a call whose arguments say nothing: `arguments` is "" (GLM), whitespace,
+    None (`"arguments": null`), "null", or ABSENT (no arguments field at all)."""
+    call: dict[str, Any] = {"id": call_id, "name": name}
+    if arguments is not ABSENT:
+        call["arguments"] = arguments
+    return turn_response(stream=stream, calls=[call])
+
+
+ABSENT = object()  # empty_arguments(arguments=ABSENT): the call has no "arguments" field
+
+REPEAT_SHAPES = ("second_finish", "no_finish", "id_on_first_only", "name_only", "new_index")
+
+
+def repeated_call(*, stream: bool, call_id: str, name: str, arguments: str, shape: str = "second_finish",
+                  split: bool = True) -> ScriptedResponse:
+    """A call the provider sends twice whole (docs/providers.md, "a call repeated whole").
+
+    Streamed: the call's fragments at index 0 (`arguments` in two halves, or whole with
+    split=False), a first finishing chunk, then the repeat, by `shape`:
+    "second_finish": a second finishing chunk repeating the whole call (same index, id, name and
+    the complete arguments); "no_finish": the repeat in a chunk without finish_reason, before the
+    only finishing chunk; "id_on_first_only": the repeat carries neither id nor name;
+    "name_only": the repeat names the function again but carries no id; "new_index": the repeat
+    at index 1 with the same id and name. Not streamed: two identical entries in `tool_calls`.
+    """
+    assert shape in REPEAT_SHAPES, shape
+    if not stream:
+        return turn_response(stream=False, calls=[{"id": call_id, "name": name, "arguments": arguments}] * 2)
+    pieces = _halves(arguments) if split else [arguments]
+    chunks: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": None})]
+    chunks.append(chunk(tool_delta(0, id=call_id, name=name, arguments=pieces[0])))
+    chunks += [chunk(tool_delta(0, arguments=piece)) for piece in pieces[1:]]
+    repeat = {"second_finish": tool_delta(0, id=call_id, name=name, arguments=arguments),
+              "no_finish": tool_delta(0, id=call_id, name=name, arguments=arguments),
+              "id_on_first_only": tool_delta(0, arguments=arguments),
+              "name_only": tool_delta(0, name=name, arguments=arguments),
+              "new_index": tool_delta(1, id=call_id, name=name, arguments=arguments)}[shape]
+    if shape == "no_finish":
+        chunks += [chunk(repeat), chunk({}, "tool_calls")]
+    else:
+        chunks += [chunk({}, "tool_calls"), chunk(repeat, "tool_calls")]
+    chunks.append(usage_chunk())
+    return sse_response(chunks)
 
 
 def calls_without_index(calls: list[dict[str, Any]]) -> ScriptedResponse:

@@ -127,15 +127,18 @@ def test_f3_two_calls_at_one_index_are_not_merged_into_a_third(requester, settin
 
     response = _chat(requester, "cancel A202607290001")
 
-    # no CRITICAL refund built from cancel_order's arguments: the refund without arguments is a
-    # broken call, so the whole turn is refused (nothing in a turn with a broken call runs), and both calls
-    # are answered
+    # no CRITICAL refund built from cancel_order's arguments: the refund sent without arguments is
+    # the empty object (docs/providers.md), refused naming its missing fields; the cancellation the
+    # model did send whole is its own call, asked of the requester with its own arguments
     assert response.status_code == 200, response.content[:300]
-    assert not ConfirmationRequest.objects.exists()
     from tests.tools.support import audit_rows
 
-    assert [(r.tool_call_id, r.tool_name, r.status) for r in audit_rows(tool_call_id="call_a")][:1] == [
-        ("call_a", "refund_order", "INVALID_ARGUMENTS")]
+    [refund] = audit_rows(tool_call_id="call_a")
+    assert (refund.tool_name, refund.status) == ("refund_order", "INVALID_ARGUMENTS")
+    assert refund.masked_arguments is None
+    [request] = ConfirmationRequest.objects.all()
+    assert (request.tool_name, request.tool_call_id) == ("cancel_order", "call_b")
+    assert request.arguments["order_id"] == "A202607290001"
     assert not audit_rows(decision="EXECUTED")
 
 

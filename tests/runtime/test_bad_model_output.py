@@ -1,9 +1,11 @@
 """Bad model output through the real loop (the pipeline's first checks: name, arguments): each bad call is answered to
 the model as a failure ToolResult (INVALID_ARGUMENTS / TOOL_NOT_FOUND), audited, never executed,
-never coerced to `{}`, and the run carries on to the model's final answer.
+never coerced into something it did not say, and the run carries on to the model's final answer.
 
 The all-optional `list_orders` is the target wherever coercion to `{}` would have made the call
-valid: a coerced call would have executed and listed orders.
+valid: a coerced call would have executed and listed orders. Arguments that say nothing at all
+(none, `null`, "", whitespace) *are* the empty object (docs/providers.md): `list_orders` runs with
+them, and a tool with required parameters is refused naming them (not as unparseable text).
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ ENVELOPE = {"success", "code", "message", "terminal", "retryable", "data"}
 BAD_CALLS = [
     # id, tool, raw arguments, expected code, audit decision, words the message must contain
     ("invalid_json", "list_orders", '{"status": "PAID"', "INVALID_ARGUMENTS", "INVALID", "not valid JSON"),
-    ("empty_string", "list_orders", "", "INVALID_ARGUMENTS", "INVALID", "not valid JSON"),
-    ("json_null", "list_orders", "null", "INVALID_ARGUMENTS", "INVALID", "JSON object"),
+    ("empty_string_required", "cancel_order", "", "INVALID_ARGUMENTS", "INVALID", "schema"),
+    ("json_null_required", "cancel_order", "null", "INVALID_ARGUMENTS", "INVALID", "schema"),
     ("json_array", "list_orders", "[]", "INVALID_ARGUMENTS", "INVALID", "JSON object"),
     ("json_string", "list_orders", json.dumps(json.dumps({"status": "PAID"})), "INVALID_ARGUMENTS", "INVALID",
      "JSON object"),
@@ -85,19 +87,26 @@ def test_model_invented_tenant_id_is_named_in_the_field_errors(requester, model)
     assert not audit_rows(decision="EXECUTED")
 
 
-def test_arguments_null_on_the_wire_are_not_coerced_to_an_empty_object(requester, model):
-    # Some providers send `"arguments": null` for a call without parameters.
+@pytest.mark.parametrize("arguments", [None, "", "  \n", "null"], ids=["null", "empty", "whitespace", "json_null"])
+def test_arguments_that_say_nothing_are_the_empty_object(requester, model, arguments):
+    # Some providers send `"arguments": null` (or "", GLM) for a call without parameters: the
+    # all-optional list_orders runs with {}; cancel_order is refused naming its required fields.
     body = completion(finish_reason="tool_calls", tool_calls=[
-        {"id": "call_null", "type": "function", "function": {"name": "list_orders", "arguments": None}}])
+        {"id": "call_list", "type": "function", "function": {"name": "list_orders", "arguments": arguments}},
+        {"id": "call_cancel", "type": "function", "function": {"name": "cancel_order", "arguments": arguments}}])
     model.server.enqueue(json_response(body))
     model.says("ok")
 
     outcome = services.chat_send(user=requester, message="list orders")
 
-    result = model.tool_answers(1)["call_null"]
-    assert (result["success"], result["code"]) == (False, "INVALID_ARGUMENTS")
+    answers = model.tool_answers(1)
+    assert answers["call_list"]["success"] is True and answers["call_list"]["data"]["items"]
+    refused = answers["call_cancel"]
+    assert (refused["success"], refused["code"]) == (False, "INVALID_ARGUMENTS")
+    assert {e["field"] for e in refused["data"]["errors"]} == {"order_id", "reason"}
     assert outcome.run.status == Run.Status.COMPLETED
-    assert not audit_rows(decision="EXECUTED")
+    assert [r.tool_call_id for r in audit_rows(decision="EXECUTED")] == ["call_list"]
+    assert not ConfirmationRequest.objects.exists() and not Cancellation.objects.exists()
 
 
 def test_streamed_invalid_arguments_are_refused_like_buffered_ones(requester, model):
