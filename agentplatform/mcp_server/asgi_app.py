@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from agentplatform.mcp_server import sessions
 from agentplatform.mcp_server.auth import AuthFailure, authenticate
+from agentplatform.mcp_server.http_errors import with_codes
 from agentplatform.mcp_server.replies import PRINCIPAL_KEY, REQUEST_ID_KEY
 from agentplatform.mcp_server.server import build_server
 
@@ -164,7 +165,7 @@ class McpApp:
                  "user": AuthenticatedUser(AccessToken(token="", client_id=f"apikey:{key.public_id}", scopes=[],
                                                        subject=str(principal.user.pk)))}
         await self.startup()
-        await self.manager.handle_request(scope, receive, send)
+        await self.manager.handle_request(scope, receive, with_codes(send))
 
 
 def router(django_app: Any) -> Any:

@@ -114,3 +114,23 @@ def test_malformed_json_is_a_parse_error(mcp_live, requester):
     error = response.json()["error"]
     assert error["code"] == -32700 and error["data"]["code"] == "PARSE_ERROR"
     assert _stored(requester) == before
+
+
+def test_transport_refusals_carry_stable_codes(mcp_live, requester):
+    key = issue_key(requester)
+    cases = [
+        ({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, {"mcp-session-id": "nope"}, 404, "SESSION_NOT_FOUND"),
+        (INIT, {"Accept": "text/html"}, 406, "NOT_ACCEPTABLE"),
+        (INIT, {"Host": "evil.example"}, 421, "INVALID_HOST"),
+        (INIT, {"Origin": "http://evil.example"}, 403, "INVALID_ORIGIN"),
+        ({"foo": 1}, {}, 400, "INVALID_PARAMS"),
+    ]
+    for body, headers, status, code in cases:
+        response = raw_post(mcp_live.url, body, key=key, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["data"]["code"] == code
+
+
+def test_an_allowed_origin_is_served(mcp_live, requester):
+    response = raw_post(mcp_live.url, INIT, key=issue_key(requester), headers={"Origin": "http://127.0.0.1:8000"})
+    assert response.status_code == 200, response.text
