@@ -511,3 +511,11 @@ MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 256 * 1024)
 # A client that declared the elicitation capability is asked to confirm the requester's own HIGH
 # calls with a form; False: the requester confirms on the request's page only.
 MCP_CONFIRM_BY_ELICITATION = env_bool("MCP_CONFIRM_BY_ELICITATION", True)
+
+# --- Tracing (OpenTelemetry; agentplatform/ops/tracing.py, docs/observability.md) ---------------
+# Tracing itself is configured only by the standard OTEL_* variables (OTEL_TRACES_EXPORTER, ...),
+# read by agentplatform.ops.tracing, and is off without them. This adds the *masked* arguments and
+# results of governed calls to their execute_tool spans (never the raw ones); the GenAI conventions'
+# own switch OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true turns it on too.
+TRACING_CAPTURE_MASKED_CONTENT = env_bool(
+    "TRACING_CAPTURE_MASKED_CONTENT", env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False))
