@@ -516,6 +516,8 @@ MCP_CONFIRM_BY_ELICITATION = env_bool("MCP_CONFIRM_BY_ELICITATION", True)
 # Tracing itself is configured only by the standard OTEL_* variables (OTEL_TRACES_EXPORTER, ...),
 # read by agentplatform.ops.tracing, and is off without them. This adds the *masked* arguments and
 # results of governed calls to their execute_tool spans (never the raw ones); the GenAI conventions'
-# own switch OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true turns it on too.
+# own switch OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT (true, span_only, span_and_event) turns it on too.
 TRACING_CAPTURE_MASKED_CONTENT = env_bool(
-    "TRACING_CAPTURE_MASKED_CONTENT", env_bool("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", False))
+    "TRACING_CAPTURE_MASKED_CONTENT",
+    env_str("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower() in ("true", "1", "span_only",
+                                                                                      "span_and_event"))

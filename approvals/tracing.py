@@ -12,6 +12,7 @@ tracing is off (core.tracing).
 """
 from __future__ import annotations
 
+import datetime
 import functools
 import time
 from typing import Any, Callable
@@ -20,6 +21,8 @@ from django.db import transaction
 
 from core import tracing
 from approvals.models import Approval, ConfirmationRequest
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def decision(name: str) -> Callable[[Callable[..., ConfirmationRequest]], Callable[..., ConfirmationRequest]]:
@@ -77,7 +80,8 @@ def settled(request: ConfirmationRequest) -> None:
 def _record_wait(request_id, run_id, tool_name, status, policy, risk, created_at) -> None:
     """The finished `approval.wait` span: from the request's creation to now, in its run's trace."""
     end_ns = time.time_ns()
-    start_ns = int(created_at.timestamp() * 1_000_000_000) if created_at else end_ns
+    # In whole microseconds, as stored (a float timestamp loses the last digits).
+    start_ns = (created_at - _EPOCH) // datetime.timedelta(microseconds=1) * 1000 if created_at else end_ns
     tracing.record("approval.wait", {
         "agentplatform.approval.request.id": str(request_id), "gen_ai.tool.name": tool_name,
         "agentplatform.approval.status": status, "agentplatform.approval.policy": policy,
