@@ -124,11 +124,11 @@ def connect_celery_signals() -> None:
     whose pool does not fork (solo, threads, gevent)."""
     from celery import signals
 
-    @signals.worker_process_init.connect(weak=False)
+    @signals.worker_process_init.connect(weak=False, dispatch_uid="ops.tracing.pool_process")
     def _pool_process(**_) -> None:
         configure_tracing()
 
-    @signals.worker_init.connect(weak=False)
+    @signals.worker_init.connect(weak=False, dispatch_uid="ops.tracing.worker")
     def _worker(sender=None, **_) -> None:
         pool = getattr(sender, "pool_cls", "")
         pool = pool if isinstance(pool, str) else f"{getattr(pool, '__module__', '')}.{getattr(pool, '__name__', '')}"
