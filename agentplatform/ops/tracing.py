@@ -144,3 +144,14 @@ def configure_process() -> bool:
     if is_celery_worker_main():
         return False
     return configure_tracing()
+
+
+def wrap_asgi(app):
+    """`app` (an ASGI application served beside Django's, such as the MCP endpoint) wrapped in the
+    ASGI instrumentation's middleware when tracing is on, so its requests are server spans and
+    the governed calls they make are their children; `app` itself when tracing is off."""
+    if not spans.on():
+        return app
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    return OpenTelemetryMiddleware(app)

@@ -14,12 +14,14 @@ import pytest
 
 from agentplatform.ops import tracing
 from core import tracing as spans
+from tests.ops.tracing_support import spans as spans_on  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = """
 import sys
 from opentelemetry import trace
 from core import tracing as spans
+from tests.ops.tracing_support import spans as spans_on  # noqa: F401 - fixture
 provider = trace.get_tracer_provider()
 processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
 print("REPORT", type(provider).__name__, spans.on(), len(processors),
@@ -102,3 +104,14 @@ def test_a_gunicorn_worker_is_configured_in_post_fork_and_not_again_when_the_app
         import django; django.setup()  # the worker loads the app: ApiConfig.ready
     """, OTEL_TRACES_EXPORTER="console")
     assert report[:3] == ["TracerProvider", "True", "1"]
+
+
+def test_an_asgi_app_beside_django_is_wrapped_only_when_tracing_is_on(spans_on):
+    from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+    async def app(scope, receive, send):  # pragma: no cover - never called
+        return None
+
+    assert isinstance(tracing.wrap_asgi(app), OpenTelemetryMiddleware)
+    spans.disable()
+    assert tracing.wrap_asgi(app) is app
