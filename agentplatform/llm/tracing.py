@@ -15,6 +15,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from opentelemetry.trace import SpanKind
 
 from core import tracing
 
@@ -52,7 +53,7 @@ def traced_chat(complete: Callable[..., Any]) -> Callable[..., Any]:
             "gen_ai.provider.name": name, "gen_ai.system": name,
             "server.address": address, "server.port": port,
             "agentplatform.request.tools": len(kwargs.get("tools") or []),
-        }, kind=tracing.trace.SpanKind.CLIENT) as span:
+        }, kind=SpanKind.CLIENT) as span:
             token = _CURRENT.set(span)
             try:
                 turn = complete(**kwargs)
