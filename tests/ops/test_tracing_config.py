@@ -21,7 +21,6 @@ REPORT = """
 import sys
 from opentelemetry import trace
 from core import tracing as spans
-from tests.ops.tracing_support import spans as spans_on  # noqa: F401 - fixture
 provider = trace.get_tracer_provider()
 processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
 print("REPORT", type(provider).__name__, spans.on(), len(processors),

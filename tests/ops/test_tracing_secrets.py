@@ -8,6 +8,7 @@ import contextlib
 import json
 
 import pytest
+from django.db import connection
 
 from tests.api.conftest import authorization_header
 from tests.ops.tracing_support import attrs, spans  # noqa: F401 - fixture
@@ -21,17 +22,23 @@ REASON = f"customer asked by phone {PHONE}; refund to card {CARD}"
 
 @contextlib.contextmanager
 def instrumented(provider):
-    """The Django and httpx2 instrumentations on, recording into `provider`, for the block."""
+    """The Django, httpx2 and psycopg instrumentations on, recording into `provider`, for the block
+    (the database connection is opened again inside it, and again after it, uninstrumented)."""
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
     DjangoInstrumentor().instrument(tracer_provider=provider)
     HTTPX2ClientInstrumentor().instrument(tracer_provider=provider)
+    PsycopgInstrumentor().instrument(tracer_provider=provider, enable_commenter=False)
+    connection.close()
     try:
         yield
     finally:
+        PsycopgInstrumentor().uninstrument()
         HTTPX2ClientInstrumentor().uninstrument()
         DjangoInstrumentor().uninstrument()
+        connection.close()
 
 
 @pytest.mark.parametrize("capture", [False, True], ids=["default", "masked-content"])
@@ -61,6 +68,10 @@ def test_no_key_token_card_or_phone_in_any_attribute(transactional_db, requester
     chats = spans.named("chat ")
     assert len(model_requests) == len(chats) == 2
     assert all(any(spans.parent_of(r, c) for c in chats) for r in model_requests)
+    if connection.vendor == "postgresql":  # psycopg's spans: statements with placeholders, no values
+        statements = [s for s in spans.all() if attrs(s).get("db.system") == "postgresql"]
+        assert statements and any(spans.parent_of(s, executed) for s in statements
+                                  for executed in spans.named("execute_tool cancel_order"))
     secrets = (settings.LLM_API_KEY, header.split()[1], token, CARD, CARD.replace(" ", ""), PHONE)
     assert spans.secrets_in(*secrets) == []
     assert spans.secrets_in(body["run_id"])  # the scan does read every attribute
