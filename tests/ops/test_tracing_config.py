@@ -80,6 +80,16 @@ def test_with_an_exporter_the_web_process_is_configured_once_and_exports_our_spa
     assert '"name": "probe"' in out and '"service.name": "tracing-test"' in out
 
 
+def test_the_sampler_comes_from_otel_traces_sampler():
+    [report, (out,)] = _run("""
+        import django; django.setup()
+        from core import tracing as spans
+        with spans.span("probe"):
+            pass
+    """, OTEL_TRACES_EXPORTER="console", OTEL_TRACES_SAMPLER="always_off")
+    assert report[:3] == ["TracerProvider", "True", "1"] and '"name": "probe"' not in out
+
+
 def test_the_celery_worker_main_process_leaves_tracing_to_its_pool_processes():
     [before, after, _] = _run("""
         from agentplatform.celery import app
