@@ -91,3 +91,15 @@ def child_exit(server, worker):
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(worker.pid)
+
+
+def post_fork(server, worker):
+    """OpenTelemetry tracing in each worker, configured after the fork (the SDK's exporter threads do
+    not survive one), before the worker loads the app (whose `ready` then finds it done). Off, and
+    nothing imported, unless OTEL_TRACES_EXPORTER names an exporter (agentplatform/ops/tracing.py)."""
+    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() in ("", "none"):
+        return
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentplatform.settings")
+    from agentplatform.ops.tracing import configure_tracing
+
+    configure_tracing()

@@ -527,3 +527,13 @@ MCP_LIST_CHANGED_POLL_SECONDS = env_float("MCP_LIST_CHANGED_POLL_SECONDS", 10.0)
 # answers the call's pending result.
 MCP_TASK_POLL_SECONDS = env_float("MCP_TASK_POLL_SECONDS", 1.0)
 MCP_TASK_RESULT_WAIT_SECONDS = env_float("MCP_TASK_RESULT_WAIT_SECONDS", 30.0)
+
+# --- Tracing (OpenTelemetry; agentplatform/ops/tracing.py, docs/observability.md) ---------------
+# Tracing itself is configured only by the standard OTEL_* variables (OTEL_TRACES_EXPORTER, ...),
+# read by agentplatform.ops.tracing, and is off without them. This adds the *masked* arguments and
+# results of governed calls to their execute_tool spans (never the raw ones); the GenAI conventions'
+# own switch OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT (true, span_only, span_and_event) turns it on too.
+TRACING_CAPTURE_MASKED_CONTENT = env_bool(
+    "TRACING_CAPTURE_MASKED_CONTENT",
+    env_str("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT").strip().lower() in ("true", "1", "span_only",
+                                                                                      "span_and_event"))

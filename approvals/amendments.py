@@ -28,7 +28,7 @@ from django.db import transaction
 from core import clock
 from core.sql.statements import update_row
 from core.redaction.text import mask_text
-from approvals import signals
+from approvals import signals, tracing
 from approvals.approver_actions import request_for_approver
 from approvals.errors import ArgumentsChanged, ConfirmationAlreadyDecided, EditInvalid, EditUnchanged, ReasonRequired
 from approvals.guard import guarded
@@ -127,6 +127,7 @@ def _edit(*, actor, request_id: uuid.UUID, arguments: Any, base_arguments_hash: 
     return request
 
 
+@tracing.decision("edit")
 def confirmation_edit(*, request_id: uuid.UUID, editor, arguments: Any, base_arguments_hash: str,
                       comment: str = "") -> ConfirmationRequest:
     """An approver replaces the arguments of a PENDING approver-gated request.
@@ -170,6 +171,7 @@ def _respond(*, actor, request_id: uuid.UUID, guidance: str) -> ConfirmationRequ
     return request
 
 
+@tracing.decision("respond")
 def confirmation_respond(*, request_id: uuid.UUID, approver, guidance: str) -> ConfirmationRequest:
     """An approver answers a PENDING request with guidance for the model instead of deciding it:
     the request ends RESPONDED (nothing runs), the run resumes and the model gets a tool message

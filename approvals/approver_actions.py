@@ -14,7 +14,7 @@ from django.db import transaction
 
 from core import clock, correlation
 from core.redaction.text import mask_text
-from approvals import independence, locks, rules, signals
+from approvals import independence, locks, rules, signals, tracing
 from approvals.errors import (
     ApprovalForbidden,
     ApproverNotIndependent,
@@ -117,6 +117,7 @@ def _decide(*, actor, request_id: uuid.UUID, approve: bool, comment: str, argume
     return request
 
 
+@tracing.decision("approve")
 def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "",
                          arguments_hash: str = "") -> ConfirmationRequest:
     """Record one approver's APPROVE; at quorum the request becomes CONFIRMED and the run resumes.
@@ -132,6 +133,7 @@ def confirmation_approve(*, request_id: uuid.UUID, approver, comment: str = "",
                    arguments_hash=arguments_hash or "")
 
 
+@tracing.decision("reject")
 def confirmation_reject(*, request_id: uuid.UUID, approver, reason: str) -> ConfirmationRequest:
     """Reject the request (CANCELLED) with a required reason; the model is told it was rejected.
 

@@ -16,7 +16,7 @@ from core.sql.select import update_rows
 from core.sql.statements import update_row
 from core.errors import DomainError
 from core.redaction.text import mask_text
-from approvals import locks, signals
+from approvals import locks, signals, tracing
 from approvals.errors import ConfirmationNotFound
 from approvals.guard import guarded, require_open
 from approvals.models import ConfirmationRequest
@@ -78,6 +78,7 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
     return request
 
 
+@tracing.decision("confirm")
 def confirmation_confirm(*, token: str, user, conversation_id=None) -> ConfirmationRequest:
     """The requester confirms their own gated call with the raw token.
 
@@ -89,6 +90,7 @@ def confirmation_confirm(*, token: str, user, conversation_id=None) -> Confirmat
     return guarded(_confirm_by_token, actor=user, token=token, cancel=False, conversation_id=conversation_id)
 
 
+@tracing.decision("cancel")
 def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
     """The requester declines their own gated call. Same errors as `confirmation_confirm`."""
     return guarded(_confirm_by_token, actor=user, token=token, cancel=True)
@@ -139,6 +141,7 @@ def _withdraw(*, actor, request_id: uuid.UUID, reason: str) -> ConfirmationReque
     return request
 
 
+@tracing.decision("withdraw")
 def confirmation_withdraw(*, request_id: uuid.UUID, requester, reason: str = "") -> ConfirmationRequest:
     """The requester withdraws their own PENDING request (either policy): WITHDRAWN, nothing runs,
     its token can no longer be used, audited; the run resumes and the model is told (WITHDRAWN).

@@ -24,6 +24,7 @@ import uuid
 
 from django.dispatch import Signal
 
+from approvals import tracing
 from approvals.models import ConfirmationRequest
 
 confirmation_settled = Signal()
@@ -44,7 +45,8 @@ def _approver_gated(request: ConfirmationRequest) -> bool:
 
 def send_settled(request: ConfirmationRequest) -> None:
     """Send `confirmation_settled` for `request` (a ConfirmationRequest just ended or confirmed),
-    inside the transaction that settled it."""
+    inside the transaction that settled it, and record its wait (approvals.tracing)."""
+    tracing.settled(request)
     confirmation_settled.send(
         sender=ConfirmationRequest, request_id=request.id, run_id=request.run_id, status=request.status,
         policy=request.policy,

@@ -8,6 +8,7 @@ from typing import Any
 
 from approvals.selectors import edit_provenance
 from audit import events, metrics
+from tools import tracing
 from tools.calls import ToolCall
 from tools.context import ToolContext
 from tools.hashing import arguments_hash as hash_arguments
@@ -77,6 +78,7 @@ class CallAudit:
             message=message, execution=self.execution, policy_version=self.policy_version,
             policy_rules=self.policy_rules, channel=self.ctx.channel,
         )
+        tracing.call_decided(decision, result, masked)
         metrics.tool_finished(tool_name="_unknown" if decision == "NOT_FOUND" else (self.call.name[:100] or "-"),
                               seconds=seconds, result_bytes=len(result.to_json()), tenant_id=self.ctx.tenant_id)
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from core.text import loads_json, says_nothing, unstorable_reason
 from tools.call_audit import CallAudit, CallStopped
+from tools import tracing
 from tools.calls import CallOutcome, CheckedCall, ToolCall
 from tools.consume import Consumption
 from tools.context import ToolContext
@@ -66,6 +67,7 @@ class GovernedCall:
             gate, judged = gate_call(self.ctx, spec, params, normalized, effective_policy(spec, row))
             policy = gate.policy
             audit.policy, audit.policy_version, audit.policy_rules = policy.policy, gate.version, gate.rules
+            tracing.call_judged(policy)
             if gate.shadow and isinstance(flow, Proposal):  # once, when proposed; never enforced
                 shadow_record(tenant_id=self.ctx.tenant_id, version=gate.version or 0, verdicts=gate.shadow,
                               tool_name=spec.name, user_id=self.ctx.user_id, tool_call_id=self.call.id,

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from core import correlation
-from tools import search
+from tools import search, tracing
 from tools.call_audit import CallAudit
 from tools.calls import CallOutcome, ToolCall, ToolExecutionResult, parse_tool_calls
 from tools.context import ToolContext
@@ -153,7 +153,10 @@ class ToolCallingManager:
         """
         bound = correlation.bind(tool=call.name[:100], tool_call_id=call.id)
         try:
-            return self._execute_call(ctx, call, offered, turn=turn)
+            with tracing.execute_tool(ctx, call) as span:  # docs/observability.md; None when off
+                outcome = self._execute_call(ctx, call, offered, turn=turn)
+                tracing.call_answered(span, outcome)
+                return outcome
         finally:
             correlation.reset(bound)
 

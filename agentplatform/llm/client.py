@@ -24,7 +24,7 @@ import httpx2
 import openai
 from django.conf import settings
 
-from agentplatform.llm import call_shapes, factory, normalize
+from agentplatform.llm import call_shapes, factory, normalize, tracing
 from agentplatform.llm.assembly import assemble_stream, turn_from_completion
 from agentplatform.llm.errors import ModelUnavailable, model_error
 from agentplatform.llm.exchange import END, Exchange, exchange_items
@@ -51,6 +51,7 @@ def _surfacing(on_text: Callable[[str], None]) -> Callable[[str], None]:
     return call
 
 
+@tracing.traced_chat  # the `chat {model}` span (docs/observability.md); a plain call when tracing is off
 def complete(
     *,
     messages: list[dict],

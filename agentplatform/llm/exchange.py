@@ -27,6 +27,8 @@ import httpx2
 import openai
 from django.conf import settings
 
+from core import tracing as core_tracing
+from agentplatform.llm import tracing
 from agentplatform.llm.errors import ModelTimeout, model_error
 
 logger = logging.getLogger(__name__)
@@ -75,11 +77,20 @@ class Exchange(threading.Thread):
         self.client, self.request, self.stream, self.deadline, self.model = client, request, stream, deadline, model
         self.items: queue.SimpleQueue = queue.SimpleQueue()
         self.abandoned = threading.Event()
+        # The caller's trace context (None when tracing is off): the HTTP request is a child of the chat span.
+        self.trace_context = core_tracing.capture()
 
     def abandon(self) -> None:
         self.abandoned.set()
 
     def run(self) -> None:
+        token = core_tracing.attach(self.trace_context)
+        try:
+            self._run()
+        finally:
+            core_tracing.detach(token)
+
+    def _run(self) -> None:
         try:
             response = self._create()
             if response is _ABANDONED:
@@ -143,4 +154,5 @@ def exchange_items(exchange: Exchange, deadline: float, seconds: float) -> Itera
             return
         if isinstance(item, BaseException):
             raise item
+        tracing.observe(item)  # usage and response model for the chat span; nothing when tracing is off
         yield item

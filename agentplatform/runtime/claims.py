@@ -15,7 +15,7 @@ from django.db import transaction
 from core import clock
 from core.sql.select import select_rows
 from core.sql.statements import update_row
-from agentplatform.runtime import decided, ending, loop
+from agentplatform.runtime import decided, ending, loop, tracing
 from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.events import EventRecorder
 from agentplatform.runtime.leases import new_lease
@@ -145,7 +145,7 @@ def run_recover(*, run_id, listener: Listener | None = None, manager: ToolCallin
         ending.fail(held, "RUN_LEASE_EXPIRED", f"the run stopped responding and cannot be continued: {problem}")
         return RunOutcome(run)
     held.save("state")
-    return _continue(held, manager or ToolCallingManager(), park_on_model_error)
+    return _continue(held, manager or ToolCallingManager(), park_on_model_error, phase="recover")
 
 
 def _unrecoverable(run: Run) -> str:
@@ -168,14 +168,19 @@ def _unrecoverable(run: Run) -> str:
 
 
 def _continue(held: HeldRun, manager: ToolCallingManager, park: bool,
-              requests: dict[str, ConfirmationRequest] | None = None) -> RunOutcome:
+              requests: dict[str, ConfirmationRequest] | None = None, *, phase: str = "resume") -> RunOutcome:
     """Drive a run this process holds: answer its decided pending calls (if any), then the loop.
-    requests: the pending calls' confirmation requests by id, when the claim already read them."""
+    requests: the pending calls' confirmation requests by id, when the claim already read them.
+    phase: "resume" or "recover", named on the span. Traced as a stretch of the run's own trace (runtime.tracing)."""
     run = held.run
-    if run.state.get("pending"):
-        ctx, waiting = decided.answer_pending(held, manager, requests)
-        if run.status == Run.Status.AWAITING_CONFIRMATION:
-            return RunOutcome(run, pending=waiting)
-    else:
-        ctx = build_tool_context(run, held=held)
-    return loop.advance(held, ctx, manager, park=park)
+    with tracing.invoke_agent(phase, run) as span:
+        try:
+            if run.state.get("pending"):
+                ctx, waiting = decided.answer_pending(held, manager, requests)
+                if run.status == Run.Status.AWAITING_CONFIRMATION:
+                    return RunOutcome(run, pending=waiting)
+            else:
+                ctx = build_tool_context(run, held=held)
+            return loop.advance(held, ctx, manager, park=park)
+        finally:
+            tracing.run_ended(span, run)

@@ -21,7 +21,7 @@ from core.errors import DomainError
 from agentplatform.llm import pending as llm_pending
 from agentplatform.llm.errors import ModelError
 from agentplatform.llm.window import complete_in_window
-from agentplatform.runtime import ending, quota
+from agentplatform.runtime import ending, quota, tracing
 from agentplatform.runtime.context import build_tool_context
 from agentplatform.runtime.eligibility import is_eligible
 from agentplatform.runtime.events import EventRecorder
@@ -53,15 +53,21 @@ def run_start(
     proposed calls to the caller (user-controlled execution). Raises ToolPermissionDenied when
     the model proposes a tool the user may not use (after marking the run FAILED).
     """
-    run, fresh, admit = _store_run(user=user, message=message, conversation=conversation, request_id=request_id,
-                                   internal_tool_execution=internal_tool_execution, lease_expires_at=new_lease(),
-                                   admit=True)
-    correlation.set_run_id(run.pk)
-    correlation.bind(conversation_id=conversation.pk)
-    held = HeldRun(run, EventRecorder(run, listener, last_seq=0), fresh_conversation=fresh)  # no events yet
-    if admit is not None:
-        held.admitted(admit)
-    return advance(held, build_tool_context(run, held=held), manager or ToolCallingManager())
+    # The run stores this span's context: its resume continues the trace (runtime.tracing).
+    with tracing.invoke_agent("start") as span:
+        run, fresh, admit = _store_run(user=user, message=message, conversation=conversation, request_id=request_id,
+                                       internal_tool_execution=internal_tool_execution, lease_expires_at=new_lease(),
+                                       admit=True)
+        tracing.run_known(span, run)
+        correlation.set_run_id(run.pk)
+        correlation.bind(conversation_id=conversation.pk)
+        held = HeldRun(run, EventRecorder(run, listener, last_seq=0), fresh_conversation=fresh)  # no events yet
+        if admit is not None:
+            held.admitted(admit)
+        try:
+            return advance(held, build_tool_context(run, held=held), manager or ToolCallingManager())
+        finally:
+            tracing.run_ended(span, run)
 
 
 def run_create(*, user, message: str, conversation: Conversation, request_id: str = "",
@@ -98,7 +104,8 @@ def _store_run(*, user, message: str, conversation: Conversation, request_id: st
         # `internal` is stored from the start: a run recovered after a crash must keep it.
         run = Run(tenant_id=user.tenant_id, user=user, conversation=conversation,
                   request_id=request_id[:64] or uuid.uuid4().hex, lease_expires_at=lease_expires_at,
-                  state={"messages": [{"role": "user", "content": message}], "internal": internal_tool_execution})
+                  state={"messages": [{"role": "user", "content": message}], "internal": internal_tool_execution},
+                  trace_context=tracing.stored_context())
         together.insert_instance(run)
         together.insert_instance(Message(conversation=conversation, run=run, role="user", content=message))
         # The run's first model call follows at once: counted in this statement.

@@ -53,6 +53,9 @@ class Run(models.Model):
     error_code = models.CharField(max_length=64, blank=True)
     error_message = models.CharField(max_length=500, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The W3C trace context ({"traceparent", ["tracestate"]}) of the span the run started in, when
+    # tracing is on ({} otherwise): a resume continues that trace (agentplatform/runtime/tracing.py).
+    trace_context = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
