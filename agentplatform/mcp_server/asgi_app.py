@@ -24,6 +24,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from agentplatform.mcp_server import sessions
+from agentplatform.ops import tracing
 from agentplatform.mcp_server.auth import AuthFailure, authenticate
 from agentplatform.mcp_server.http_errors import with_codes
 from agentplatform.mcp_server.replies import PRINCIPAL_KEY, REQUEST_ID_KEY
@@ -193,10 +194,12 @@ def router(django_app: Any) -> Any:
     """The process's ASGI application: /mcp and /mcp/ to the MCP server, the lifespan to its
     startup and shutdown, everything else to `django_app`."""
     mcp = McpApp()
+    # With tracing on, each MCP request is a server span and its governed calls are children of it.
+    served = tracing.wrap_asgi(mcp)
 
     async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] in PATHS:
-            await mcp(scope, receive, send)
+            await served(scope, receive, send)
         elif scope["type"] == "lifespan":
             await _lifespan(mcp, receive, send)
         else:
