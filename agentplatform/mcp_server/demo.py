@@ -51,9 +51,12 @@ def _fresh_key(user) -> str:
 
 
 def _asgi_app() -> Any:
-    from agentplatform.mcp_server.asgi_app import demo_application
+    """The platform's ASGI application as agentplatform.asgi builds it: /mcp/ in front of Django."""
+    from django.core.asgi import get_asgi_application
 
-    return demo_application()
+    from agentplatform.mcp_server.asgi_app import router
+
+    return router(get_asgi_application())
 
 
 class McpStory:
@@ -77,7 +80,7 @@ class McpStory:
     def _listing(self, client, requester) -> None:
         names = client.list_tool_names()
         self.say(f"\n   client > tools/list\n   ← {', '.join(names)}")
-        offered = sorted(t.name for t in offered_tools(tenant_id=requester.tenant_id, user=requester))
+        offered = sorted(offered_tools(user=requester))
         self.expect(sorted(names) == offered, f"the client sees exactly the tools offered to {requester.username}")
 
     def _low(self, client, requester) -> None:
