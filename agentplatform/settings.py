@@ -511,3 +511,18 @@ MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 256 * 1024)
 # A client that declared the elicitation capability is asked to confirm the requester's own HIGH
 # calls with a form; False: the requester confirms on the request's page only.
 MCP_CONFIRM_BY_ELICITATION = env_bool("MCP_CONFIRM_BY_ELICITATION", True)
+# --- The MCP server's transport (agentplatform.mcp_server: sessions, elicitation, list changes) ---
+# Open MCP sessions per worker process; a client opening one more is answered 503 until one ends.
+MCP_MAX_SESSIONS = env_int("MCP_MAX_SESSIONS", 1000)
+# A session with no request in flight for this many seconds is closed (the client opens a new one).
+MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 1800)
+# How long an elicitation form for the requester's confirmation may stay open, in seconds; after it
+# the call answers "pending" (the requester still decides on the request's page).
+MCP_ELICITATION_TIMEOUT_SECONDS = env_float("MCP_ELICITATION_TIMEOUT_SECONDS", 300.0)
+# Every this many seconds each open session re-lists the tools offered to its key's user and sends
+# notifications/tools/list_changed when the list changed (a tool disabled in the admin).
+MCP_LIST_CHANGED_POLL_SECONDS = env_float("MCP_LIST_CHANGED_POLL_SECONDS", 10.0)
+# Tasks (where the protocol version and the SDK serve them): tasks/result re-reads the call's state
+# every MCP_TASK_POLL_SECONDS for at most MCP_TASK_RESULT_WAIT_SECONDS before answering its state.
+MCP_TASK_POLL_SECONDS = env_float("MCP_TASK_POLL_SECONDS", 1.0)
+MCP_TASK_RESULT_WAIT_SECONDS = env_float("MCP_TASK_RESULT_WAIT_SECONDS", 30.0)

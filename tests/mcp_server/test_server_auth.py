@@ -1,0 +1,116 @@
+"""Who may talk to /mcp/: the platform API key as a bearer token, checked before any MCP message;
+bodies too large or not JSON refused with stable codes; nothing stored changes."""
+from __future__ import annotations
+
+import datetime
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from tests.mcp_server.conftest import INIT, issue_key, raw_post
+
+
+def _stored(requester):
+    from agentplatform.mcp_server.models import McpCall
+    from approvals.models import ConfirmationRequest
+    from audit.models import AuditEvent
+
+    return (McpCall.objects.count(), ConfirmationRequest.objects.count(),
+            AuditEvent.objects.count())
+
+
+def _refused(response, code: str) -> None:
+    assert response.status_code == 401, response.text
+    assert response.json()["code"] == code
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_no_header_is_not_authenticated(mcp_live, requester):
+    _refused(raw_post(mcp_live.url, INIT), "NOT_AUTHENTICATED")
+
+
+@pytest.mark.parametrize("header", ["Token abc", "Bearer", "Bearer a b", "Basic Zm9vOmJhcg=="])
+def test_malformed_header_is_not_authenticated(mcp_live, requester, header):
+    key = issue_key(requester)
+    response = raw_post(mcp_live.url, INIT, headers={"Authorization": header.replace("abc", key)})
+    _refused(response, "NOT_AUTHENTICATED")
+    assert key not in response.text
+
+
+def test_unknown_key_fails(mcp_live, requester):
+    _refused(raw_post(mcp_live.url, INIT, key="0" * 64), "AUTHENTICATION_FAILED")
+
+
+def test_revoked_key_fails(mcp_live, requester):
+    from agentplatform.api.models import ApiKey
+    from agentplatform.tenancy.credentials import api_key_revoke
+
+    key = issue_key(requester)
+    assert raw_post(mcp_live.url, INIT, key=key).status_code == 200
+    api_key_revoke(public_id=ApiKey.objects.get(user=requester).public_id, actor=requester)
+    response = raw_post(mcp_live.url, INIT, key=key)
+    _refused(response, "AUTHENTICATION_FAILED")
+    assert key not in response.text
+
+
+def test_expired_key_fails(mcp_live, requester):
+    from agentplatform.api.models import ApiKey
+
+    key = issue_key(requester)
+    ApiKey.objects.filter(user=requester).update(expiry=timezone.now() - datetime.timedelta(seconds=1))
+    _refused(raw_post(mcp_live.url, INIT, key=key), "AUTHENTICATION_FAILED")
+
+
+def test_inactive_user_fails(mcp_live, requester):
+    key = issue_key(requester)
+    type(requester).objects.filter(pk=requester.pk).update(is_active=False)
+    _refused(raw_post(mcp_live.url, INIT, key=key), "AUTHENTICATION_FAILED")
+
+
+def test_user_without_tenant_is_refused(mcp_live, operator):
+    key = issue_key(operator)
+    _refused(raw_post(mcp_live.url, INIT, key=key), "NO_TENANT")
+
+
+def test_valid_key_initializes(mcp_live, requester):
+    response = raw_post(mcp_live.url, INIT, key=issue_key(requester))
+    assert response.status_code == 200, response.text
+    assert response.headers.get("mcp-session-id")
+    assert '"listChanged":true' in response.text.replace(" ", "")
+
+
+def test_oversized_body_is_refused(mcp_live, requester, settings):
+    key = issue_key(requester)
+    before = _stored(requester)
+    big = {**INIT, "params": {**INIT["params"], "padding": "x" * (settings.MCP_MAX_BODY_BYTES + 10)}}
+    response = raw_post(mcp_live.url, big, key=key)
+    assert response.status_code == 413
+    assert response.json()["code"] == "PAYLOAD_TOO_LARGE"
+    assert _stored(requester) == before
+
+
+def test_a_body_larger_than_its_content_length_is_refused(mcp_live, requester, settings):
+    key = issue_key(requester)
+    body = b'{"padding": "' + b"x" * (settings.MCP_MAX_BODY_BYTES + 10) + b'"}'
+
+    def chunks():  # chunked transfer: no Content-Length at all
+        for start in range(0, len(body), 65536):
+            yield body[start:start + 65536]
+
+    response = httpx.post(mcp_live.url, content=chunks(), timeout=30,
+                          headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                                   "Accept": "application/json, text/event-stream"})
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413
+    assert response.json()["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_malformed_json_is_a_parse_error(mcp_live, requester):
+    key = issue_key(requester)
+    before = _stored(requester)
+    response = raw_post(mcp_live.url, b'{"jsonrpc": "2.0", "id": 1, "method": ', key=key)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == -32700 and error["data"]["code"] == "PARSE_ERROR"
+    assert _stored(requester) == before
