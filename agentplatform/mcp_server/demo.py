@@ -109,13 +109,16 @@ class McpStory:
                     "HIGH risk: the call returned at once, pending the requester's confirmation; nothing changed")
         self.say("\n   client > tools/call cancel_order (the same call again, before anyone decided)")
         again = client.call("cancel_order", arguments)
+        self.say(f"   ← still pending: request {again.data.get('request_id')}, "
+                 f"{again.data.get('approvals')} of {again.data.get('quorum')} confirmations")
         self.expect(again.pending and again.data.get("request_id") == pending.get("request_id")
                     and ConfirmationRequest.objects.filter(pk=pending["request_id"]).count() == 1
                     and McpCall.objects.filter(request_id=pending["request_id"]).count() == 1,
                     "still pending, the same request: a retry never creates a second one")
         token = requester_actions.confirmation_issue_token(request_id=pending["request_id"], user=requester)
         requester_actions.confirmation_confirm(token=token, user=requester)
-        self.say(f"\n   {requester.username} confirms on the request's page")
+        self.say(f"\n   {requester.username} confirms on the request's page (here: the same service, with a fresh "
+                 "one-time token)")
         self.say("\n   client > tools/call cancel_order (retry after the decision)")
         done = client.call("cancel_order", arguments)
         self.say(f"   ← completed: {json.dumps(done.data, ensure_ascii=False)[:120]}")
@@ -124,6 +127,7 @@ class McpStory:
                     "the first retry after the confirmation ran it: the order was cancelled once")
         self.say("\n   client > tools/call cancel_order (a later retry)")
         replay = client.call("cancel_order", arguments)
+        self.say(f"   ← the stored result again: {json.dumps(replay.data, ensure_ascii=False)[:100]}")
         self.expect(replay.data == done.data
                     and Cancellation.objects.filter(order__tenant=requester.tenant, order__order_id=oid).count() == 1,
                     "a later retry replays the stored result: still exactly one cancellation")

@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,57 +30,84 @@ class CallResult:
 
 class Session:
     """An initialized MCP session to `url` with `Authorization: Bearer <key>`. Use as a context
-    manager. Raises what the SDK raises when the server cannot be reached (the demo then fails)."""
+    manager. Raises what the SDK raises when the server cannot be reached (the demo then fails).
+
+    The SDK's transport and session are anyio task groups, which must be entered and left by one
+    task: one task in the client's thread opens them, serves the calls sent to it, and closes them."""
 
     def __init__(self, url: str, key: str) -> None:
         self.url, self._key = url, key
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="demo-mcp-client", daemon=True)
-        self._stack: AsyncExitStack | None = None
-        self._session: Any = None
+        self._inbox: asyncio.Queue | None = None
+        self._done: Future | None = None
 
-    def _run(self, coro) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=TIMEOUT_SECONDS)
-
-    async def _open(self) -> None:
+    async def _serve(self, opened: Future) -> None:
         import httpx2
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
         from mcp_types import Implementation
 
-        self._stack = AsyncExitStack()
-        http = await self._stack.enter_async_context(
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._key}"}, timeout=TIMEOUT_SECONDS))
-        read, write = await self._stack.enter_async_context(streamable_http_client(self.url, http_client=http))
-        self._session = await self._stack.enter_async_context(
-            ClientSession(read, write, client_info=Implementation(name="agentplatform-demo", version="1.0")))
-        await self._session.initialize()
+        self._inbox = asyncio.Queue()
+        try:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {self._key}"},
+                                          timeout=TIMEOUT_SECONDS) as http:
+                async with streamable_http_client(self.url, http_client=http) as (read, write):
+                    info = Implementation(name="agentplatform-demo", version="1.0")
+                    async with ClientSession(read, write, client_info=info) as session:
+                        await session.initialize()
+                        opened.set_result(None)
+                        while (work := await self._inbox.get()) is not None:
+                            action, answer = work
+                            try:
+                                answer.set_result(await action(session))
+                            except Exception as error:  # handed to the caller's thread
+                                answer.set_exception(error)
+        except Exception as error:
+            if not opened.done():
+                opened.set_exception(error)
+                return
+            raise
+
+    def _ask(self, action: Callable[[Any], Awaitable[Any]]) -> Any:
+        answer: Future = Future()
+        self._loop.call_soon_threadsafe(self._inbox.put_nowait, (action, answer))
+        return answer.result(timeout=TIMEOUT_SECONDS)
 
     def __enter__(self) -> Session:
         self._thread.start()
-        self._run(self._open())
+        opened: Future = Future()
+        self._done = asyncio.run_coroutine_threadsafe(self._serve(opened), self._loop)
+        try:
+            opened.result(timeout=TIMEOUT_SECONDS)
+        except BaseException:
+            self._stop()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            if self._stack is not None:
-                self._run(self._stack.aclose())
+            if self._inbox is not None and self._done is not None and not self._done.done():
+                self._loop.call_soon_threadsafe(self._inbox.put_nowait, None)
+                self._done.result(timeout=TIMEOUT_SECONDS)
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-            self._loop.close()
+            self._stop()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
 
     def list_tool_names(self) -> list[str]:
-        """The names `tools/list` answers (every page)."""
-        async def names() -> list[str]:
-            result = await self._session.list_tools()
-            return [tool.name for tool in result.tools]
+        """The names `tools/list` answers."""
+        async def names(session) -> list[str]:
+            return [tool.name for tool in (await session.list_tools()).tools]
 
-        return self._run(names())
+        return self._ask(names)
 
     def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
         """One `tools/call`."""
-        result = self._run(self._session.call_tool(name, arguments))
+        result = self._ask(lambda session: session.call_tool(name, arguments))
         data = result.structured_content
         if data is None:
             text = next((c.text for c in result.content if getattr(c, "type", "") == "text"), "{}")
