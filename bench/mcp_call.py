@@ -12,7 +12,9 @@ two ways, interleaved, on one PostgreSQL database:
 
 Each iteration runs both in a shuffled order. Printed: median, p95, p99 of each, and the
 difference of the medians (the transport's added time: HTTP, authentication of the key, JSON-RPC,
-the worker thread hop, the result's serialisation, the client's parsing).
+the worker thread hop, the result's serialisation, the client's parsing). A `ping` on the same
+session, interleaved too, shows the floor of the transport alone (HTTP, the key's authentication,
+the session, JSON-RPC; no tool).
 
 Usage: DATABASE_URL=postgres://postgres@127.0.0.1:5432/ap_bench python bench/mcp_call.py
        [--iterations 500] [--warmup 50]
@@ -108,7 +110,8 @@ async def measure(*, url: str, key: str, principal, iterations: int, warmup: int
 
     from agentplatform.mcp_server import calls
 
-    samples: dict[str, list[float]] = {"in-process calls.call_tool": [], "over MCP (streamable HTTP)": []}
+    samples: dict[str, list[float]] = {"in-process calls.call_tool": [], "over MCP (streamable HTTP)": [],
+                                       "MCP ping (transport alone)": []}
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         async with streamable_http_client(f"{url}/mcp/", http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
@@ -123,7 +126,11 @@ async def measure(*, url: str, key: str, principal, iterations: int, warmup: int
                     answer = await asyncio.to_thread(calls.call_tool, principal, name="list_orders", arguments={})
                     assert answer.state == "completed", answer
 
-                scenarios = {"in-process calls.call_tool": in_process, "over MCP (streamable HTTP)": over_mcp}
+                async def ping() -> None:
+                    await session.send_ping()
+
+                scenarios = {"in-process calls.call_tool": in_process, "over MCP (streamable HTTP)": over_mcp,
+                             "MCP ping (transport alone)": ping}
                 order = random.Random(7)
                 for _ in range(warmup):
                     for run in scenarios.values():
@@ -167,8 +174,8 @@ def main() -> int:
         medians[label], p95s[label] = s["median"], _common.percentile(values, 95)
         print(f"  {label:<32} n={s['n']:<5} median {s['median']:8.3f} ms   p95 "
               f"{_common.percentile(values, 95):8.3f} ms   p99 {s['p99']:8.3f} ms   min {s['min']:7.3f}")
-    inproc, mcp = medians.values()
-    inproc95, mcp95 = p95s.values()
+    inproc, mcp, _ = medians.values()
+    inproc95, mcp95, _ = p95s.values()
     print(f"\n  added by MCP: median {mcp - inproc:+.3f} ms ({mcp / inproc:.2f}x the in-process call), "
           f"p95 {mcp95 - inproc95:+.3f} ms")
     print(f"  {_common.load_average()}")
