@@ -35,6 +35,7 @@ from tools.calls import CallOutcome, ToolCall
 from tools.context import ToolContext
 from tools.governed_call import ArgumentsInvalid, normalized_arguments, validated_arguments
 from tools.manager import ToolCallingManager
+from tools.results import ToolResult
 
 __all__ = ["KEY_CONVERSATIONS", "Answer", "CallNotFound", "Principal", "call_state", "call_tool", "requester_answer"]
 
@@ -198,7 +199,8 @@ def _atomically(work) -> Answer:
 def _advance(principal: Principal, user: Any, mcp: McpCall, request_id: str) -> Answer:
     """Answer the locked McpCall `mcp` from where it stands: replay an ended call; a request still
     open waits (pending); one past its deadline is expired now (audited); a confirmed one runs once
-    (`_execute`); one that ended otherwise fails with its reason. Inside the call's transaction."""
+    (`_execute`); one spent on an attempt that raised fails with its code; one that ended otherwise
+    fails with its reason. Inside the call's transaction."""
     request = ConfirmationRequest.objects.select_related("decided_by").filter(pk=mcp.request_id).first()
     if mcp.status != McpCall.Status.WAITING:
         return answers.replay(mcp, request)
@@ -209,8 +211,15 @@ def _advance(principal: Principal, user: Any, mcp: McpCall, request_id: str) -> 
         request = ConfirmationRequest.objects.select_related("decided_by").get(pk=request.pk)
     if request.status == Status.PENDING:
         return answers.pending(request, mcp)
-    if request.status in (Status.CONFIRMED, Status.CONSUMED):
+    if request.status == Status.CONFIRMED:
         return _execute(principal, user, mcp, request, request_id)
+    if request.status == Status.CONSUMED:
+        # Spent on an attempt that raised (tools.consume.spend_on_failure): a run that succeeded
+        # would have ended this McpCall in the same transaction. It never runs again.
+        failed = ToolResult.failure(request.outcome_code or "TOOL_EXECUTION_FAILED",
+                                    "the call was attempted once after its approval and failed; it will not run "
+                                    "again / 该调用获批后已尝试执行一次但失败，不会再次执行")
+        return _store(mcp, failed.to_dict(), ok=False, request=request)
     return _store(mcp, answers.ended(request).to_dict(), ok=False, request=request)
 
 

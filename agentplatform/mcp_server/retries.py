@@ -14,31 +14,35 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 
 from core import clock
 from core.redaction.text import mask_text
+from agentplatform.api.models import ApiKey
 from agentplatform.mcp_server.models import McpCall
 from agentplatform.runtime.models import Conversation
 from tools.hashing import arguments_hash
 
 
 class PrincipalGone(Exception):
-    """The key's user can no longer call: deactivated, or moved to another tenant since the key
-    was checked. `code` is the stable code the transport answers with (nothing was run or stored)."""
+    """The key can no longer call: revoked or expired, or its user deactivated or moved to another
+    tenant since the key was checked. `code` is the stable code the transport answers with (nothing was run or stored)."""
 
     code = "AUTHENTICATION_FAILED"
 
 
 def fresh_user(principal: Any) -> Any:
-    """The key's user read again now (with its tenant): Django caches permissions and `is_active`
-    on a user object, and the transport may hold one for the life of a session. Returns the user.
-    Raises PrincipalGone when the user is inactive, lost its tenant, or now belongs to another
-    tenant than the one the principal was authenticated in."""
-    user = get_user_model().objects.select_related("tenant").filter(pk=principal.user.pk).first()
-    if user is None or not user.is_active or user.tenant_id is None or user.tenant_id != principal.user.tenant_id:
-        raise PrincipalGone("this key's user can no longer call tools / 该密钥的用户已无法调用工具")
+    """The key's user read again now, with its tenant, from the key's row (one query): Django
+    caches permissions and `is_active` on a user object, and the transport may hold one for the
+    life of a session. Returns the user. Raises PrincipalGone when the key was revoked or expired
+    meanwhile, or its user is inactive, lost its tenant, or now belongs to another tenant than the
+    one the principal was authenticated in."""
+    key = (ApiKey.objects.select_related("user__tenant")
+           .filter(pk=principal.api_key.pk, user_id=principal.user.pk).first())
+    user = key.user if key is not None else None
+    if (key is None or (key.expiry is not None and key.expiry <= clock.now()) or not user.is_active
+            or user.tenant_id is None or user.tenant_id != principal.user.tenant_id):
+        raise PrincipalGone("this key can no longer call tools / 该密钥已无法调用工具")
     return user
 
 
