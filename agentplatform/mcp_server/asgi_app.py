@@ -25,7 +25,8 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from agentplatform.mcp_server import sessions
 from agentplatform.mcp_server.auth import AuthFailure, authenticate
-from agentplatform.mcp_server.server import PRINCIPAL_KEY, REQUEST_ID_KEY, build_server
+from agentplatform.mcp_server.replies import PRINCIPAL_KEY, REQUEST_ID_KEY
+from agentplatform.mcp_server.server import build_server
 
 PATHS = frozenset({"/mcp", "/mcp/"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from agentplatform.mcp_server import calls
 from agentplatform.mcp_server.threads import in_thread
+from approvals.errors import ApprovalForbidden
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,12 @@ async def confirm(ctx: ServerRequestContext[Any, Any], principal: calls.Principa
         logger.info("elicitation timed out: the call stays pending")
         return answer
     # Outside the timeout: once the requester chose, their choice is recorded whatever the clock says.
-    return await in_thread(calls.requester_answer, principal, call_id=answer.call_id, confirm=accepted(result))
+    try:
+        return await in_thread(calls.requester_answer, principal, call_id=answer.call_id, confirm=accepted(result))
+    except ApprovalForbidden as refused:
+        # A service account's key: a program never confirms for a person; the request stays open.
+        return calls.Answer(state="failed", result={"success": False, "code": refused.code, "message": str(refused),
+                                                    "data": None}, call_id=answer.call_id)
 
 
 def accepted(result: types.ElicitResult) -> bool:

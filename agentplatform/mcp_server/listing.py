@@ -35,6 +35,13 @@ def _annotations(spec: Any, row: Any) -> types.ToolAnnotations:
     )
 
 
+def _may_wait(spec: Any, row: Any) -> bool:
+    """True when the tool's calls may wait for a decision: gated by its effective policy, or HIGH or
+    CRITICAL (a tenant's policy rules may gate those per call)."""
+    policy = effective_policy(spec, row)
+    return policy.gated or policy.risk in DESTRUCTIVE
+
+
 def offered_listing(user: Any) -> list[types.Tool]:
     """The MCP Tool entries offered to `user` now, sorted by name (runs queries: call it in a
     thread). A user without a tenant, or inactive, is offered nothing."""
@@ -47,6 +54,8 @@ def offered_listing(user: Any) -> list[types.Tool]:
             description=function["description"],
             input_schema=function["parameters"],
             annotations=_annotations(spec, row),
+            # A call that may wait for people may run as an MCP task (2025-11-25 clients).
+            execution=types.ToolExecution(task_support="optional") if _may_wait(spec, row) else None,
         ))
     return listed
 

@@ -114,3 +114,36 @@ def raw_post(url: str, body: bytes | dict | None = None, *, key: str | None = No
     sent.update(headers or {})
     content = body if isinstance(body, bytes) or body is None else __import__("json").dumps(body).encode()
     return httpx.post(url, content=content, headers=sent, timeout=30, **options)
+
+
+class RawSession:
+    """A hand-made MCP session over plain HTTP (for what the SDK's client does not speak, such as
+    task-augmented calls): initialize (2025-11-25), then one JSON-RPC request per POST, the answer
+    read from the SSE or JSON response."""
+
+    def __init__(self, url: str, key: str, *, capabilities: dict | None = None) -> None:
+        self.url, self.key, self._next = url, key, 1
+        opened = raw_post(url, {**INIT, "params": {**INIT["params"], "capabilities": capabilities or {}}}, key=key)
+        assert opened.status_code == 200, opened.text
+        self.initialize = self._message(opened, 1)["result"]
+        self.headers = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        raw_post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, key=key, headers=self.headers)
+
+    @staticmethod
+    def _message(response: httpx.Response, request_id: int) -> dict:
+        import json
+
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        for line in response.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if message.get("id") == request_id:
+                    return message
+        raise AssertionError(f"no answer to request {request_id}: {response.status_code} {response.text[:500]}")
+
+    def request(self, method: str, params: dict | None = None) -> dict:
+        """The JSON-RPC response (with `result` or `error`) to one request."""
+        self._next += 1
+        body = {"jsonrpc": "2.0", "id": self._next, "method": method, **({"params": params} if params else {})}
+        return self._message(raw_post(self.url, body, key=self.key, headers=self.headers), self._next)
