@@ -7,8 +7,9 @@ two ways, interleaved, on one PostgreSQL database:
   service the transport calls (the whole governed pipeline: offered tools, validation,
   permissions, policy, execution, masking, audit with the MCP channel);
 - over MCP: `tools/call` from the official `mcp` client (streamable HTTP, one initialized session
-  kept open, as an agent keeps it) to `/mcp/` of the platform's ASGI application served by uvicorn
-  in a separate process (one worker, the production worker class's server), Bearer API key.
+  kept open, as an agent keeps it) to `/mcp/` of the platform served as `make serve` serves it
+  (gunicorn + uvicorn worker, gunicorn.conf.py's connection pool) with one worker, in a separate
+  process, Bearer API key.
 
 Each iteration runs both in a shuffled order. Printed: median, p95, p99 of each, and the
 difference of the medians (the transport's added time: HTTP, authentication of the key, JSON-RPC,
@@ -26,6 +27,7 @@ import asyncio
 import gc
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,19 +50,24 @@ def free_port() -> int:
 
 
 class Server:
-    """`uvicorn agentplatform.asgi:application` in a subprocess (the bench's environment, eager
-    tasks, the offline model); its log is printed when it does not start. Stops only its own process."""
+    """The production server as `make serve` runs it (gunicorn.conf.py: uvicorn workers, a psycopg
+    pool of DB_POOL_MAX_SIZE=4 connections) with one worker, in a subprocess with the bench's
+    environment (eager tasks, the offline model) and a metrics directory of its own; its log is
+    printed when it does not start. Stops only its own process."""
 
     def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
         self.log = tempfile.NamedTemporaryFile("w+", prefix="bench-mcp-server-", suffix=".log", delete=False)
+        self.metrics = tempfile.mkdtemp(prefix="bench-mcp-metrics-")
 
     def __enter__(self) -> Server:
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentplatform.settings", "PLATFORM_BASE_URL": self.url}
-        command = [sys.executable, "-m", "uvicorn", "agentplatform.asgi:application", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--log-level", "warning", "--no-access-log", "--lifespan", "on"]
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "agentplatform.settings", "PLATFORM_BASE_URL": self.url,
+               "WEB_CONCURRENCY": "1", "WEB_BIND": f"127.0.0.1:{self.port}", "WEB_LOG_LEVEL": "warning",
+               "LOG_LEVEL": "ERROR", "LOG_ACCESS": "0", "PROMETHEUS_MULTIPROC_DIR": self.metrics}
+        command = [str(Path(sys.executable).parent / "gunicorn"), "agentplatform.asgi:application",
+                   "--config", "gunicorn.conf.py"]
         self.process = subprocess.Popen(command, cwd=_common.ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         import httpx
 
@@ -87,6 +94,7 @@ class Server:
                 self.process.wait()
         self.log.close()
         os.unlink(self.log.name)
+        shutil.rmtree(self.metrics, ignore_errors=True)
 
 
 def principal_and_key(user):
@@ -160,7 +168,7 @@ def main() -> int:
         _common.header("MCP: a governed LOW call over /mcp/ versus the same call in-process", notes=[
             "list_orders {} as acme's requester under one API key; the two interleaved in a shuffled order",
             f"{args.iterations} iterations after {args.warmup} warm-up; one MCP session kept open (streamable HTTP)",
-            "server: uvicorn agentplatform.asgi:application in a separate process, one worker, same database",
+            "server: gunicorn + uvicorn worker (gunicorn.conf.py, DB pool of 4), one worker, separate process",
             "in-process: the service the transport calls (mcp_server.calls.call_tool) in a worker thread",
         ])
         samples = asyncio.run(measure(url=server.url, key=key, principal=principal,
