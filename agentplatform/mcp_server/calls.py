@@ -6,7 +6,14 @@ key's conversation (`Principal.conversation_id`, one per key) and `ToolContext.c
 and the key on every audit row. A gated call is recorded as an McpCall; a later call of the same
 tool with the same normalised arguments under the same key within MCP_RETRY_WINDOW_SECONDS is the
 same call: "still pending" (never a second request), then the one execution once approved, then
-the stored answer (docs/mcp.md).
+the stored answer (docs/mcp.md). A call that ended without running (rejected, declined, expired,
+withdrawn) is replayed the same way for the rest of the window: asking again needs other arguments
+or the window's end, so a rejected call cannot be re-asked by repeating it.
+
+Serialisation: every caller of one (key, tool, arguments hash) takes `pg_advisory_xact_lock` and
+then the McpCall row lock (retries), so clients retrying at the same moment see one execution and
+the others its stored answer; the decision itself is consumed once by the pipeline's own
+compare-and-set (tools.consume), whatever the locks.
 """
 from __future__ import annotations
 
