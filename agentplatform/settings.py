@@ -522,7 +522,8 @@ MCP_ELICITATION_TIMEOUT_SECONDS = env_float("MCP_ELICITATION_TIMEOUT_SECONDS", 3
 # Every this many seconds each open session re-lists the tools offered to its key's user and sends
 # notifications/tools/list_changed when the list changed (a tool disabled in the admin).
 MCP_LIST_CHANGED_POLL_SECONDS = env_float("MCP_LIST_CHANGED_POLL_SECONDS", 10.0)
-# Tasks (where the protocol version and the SDK serve them): tasks/result re-reads the call's state
-# every MCP_TASK_POLL_SECONDS for at most MCP_TASK_RESULT_WAIT_SECONDS before answering its state.
+# MCP Tasks (2025-11-25 clients): tasks/result re-reads the call's state every MCP_TASK_POLL_SECONDS
+# (also the poll interval suggested to clients) for at most MCP_TASK_RESULT_WAIT_SECONDS, then
+# answers the call's pending result.
 MCP_TASK_POLL_SECONDS = env_float("MCP_TASK_POLL_SECONDS", 1.0)
 MCP_TASK_RESULT_WAIT_SECONDS = env_float("MCP_TASK_RESULT_WAIT_SECONDS", 30.0)

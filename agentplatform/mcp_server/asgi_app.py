@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from agentplatform.mcp_server import sessions
 from agentplatform.mcp_server.auth import AuthFailure, authenticate
+from agentplatform.mcp_server.http_errors import with_codes
 from agentplatform.mcp_server.replies import PRINCIPAL_KEY, REQUEST_ID_KEY
 from agentplatform.mcp_server.server import build_server
 
@@ -101,6 +102,9 @@ class McpApp:
 
     def __init__(self) -> None:
         self.manager: StreamableHTTPSessionManager | None = None
+        # Serves a follow-up of a session this process does not hold (opened on another worker, or
+        # ended here): each request on its own, as for a client without elicitation or a stream.
+        self.stateless: StreamableHTTPSessionManager | None = None
         self._task: asyncio.Task | None = None
         self._ready: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
@@ -108,7 +112,7 @@ class McpApp:
     async def _run(self, manager: StreamableHTTPSessionManager) -> None:
         import anyio
 
-        async with anyio.create_task_group() as task_group, manager.run():
+        async with anyio.create_task_group() as task_group, manager.run(), self.stateless.run():
             sessions.runtime.task_group = task_group
             self._ready.set()
             try:
@@ -121,10 +125,14 @@ class McpApp:
         """Start the session manager's task group once (the first request, or the lifespan)."""
         if self._task is None:
             self._ready, self._stop = asyncio.Event(), asyncio.Event()
+            server, security = build_server(), transport_security()
             self.manager = StreamableHTTPSessionManager(
-                app=build_server(), json_response=False, security_settings=transport_security(),
+                app=server, json_response=False, security_settings=security,
                 max_request_body_size=settings.MCP_MAX_BODY_BYTES,
                 session_idle_timeout=settings.MCP_SESSION_IDLE_SECONDS, max_sessions=settings.MCP_MAX_SESSIONS)
+            self.stateless = StreamableHTTPSessionManager(
+                app=server, json_response=True, stateless=True, security_settings=security,
+                max_request_body_size=settings.MCP_MAX_BODY_BYTES)
             self._task = asyncio.get_running_loop().create_task(self._run(self.manager))
         await self._ready.wait()
 
@@ -164,7 +172,21 @@ class McpApp:
                  "user": AuthenticatedUser(AccessToken(token="", client_id=f"apikey:{key.public_id}", scopes=[],
                                                        subject=str(principal.user.pk)))}
         await self.startup()
-        await self.manager.handle_request(scope, receive, send)
+        await self._serve(scope, receive, with_codes(send))
+
+    async def _serve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        session_id = dict(scope["headers"]).get(b"mcp-session-id")
+        # The manager keeps its sessions in a private map (mcp 2.3.0 has no public lookup).
+        if session_id is None or session_id.decode("latin-1") in getattr(self.manager, "_server_instances", {}):
+            await self.manager.handle_request(scope, receive, send)
+        elif scope["method"] == "POST":
+            await self.stateless.handle_request(scope, receive, send)
+        else:
+            # No standalone stream and nothing to end for a session held elsewhere (MCP: a server
+            # may answer GET and DELETE with 405).
+            await _json(send, 405, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "this session is not held by this server process",
+                "data": {"code": "METHOD_NOT_ALLOWED"}}})
 
 
 def router(django_app: Any) -> Any:

@@ -21,13 +21,11 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agentplatform.mcp_server import sessions, task_handlers
+from agentplatform.mcp_server.http_errors import ERROR_CODES
 from agentplatform.mcp_server.listing import offered_listing
 from agentplatform.mcp_server.replies import answer_result, principal_of, run_call
 from agentplatform.mcp_server.threads import in_thread
 
-# JSON-RPC error codes → the stable `error.data.code` every error carries.
-ERROR_CODES = {-32700: "PARSE_ERROR", -32600: "INVALID_REQUEST", -32601: "METHOD_NOT_FOUND",
-               -32602: "INVALID_PARAMS", -32603: "INTERNAL_ERROR"}
 
 INSTRUCTIONS = (
     "Governed tools of the platform, run as your API key's user. A call that needs a person's decision "

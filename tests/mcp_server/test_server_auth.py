@@ -114,3 +114,37 @@ def test_malformed_json_is_a_parse_error(mcp_live, requester):
     error = response.json()["error"]
     assert error["code"] == -32700 and error["data"]["code"] == "PARSE_ERROR"
     assert _stored(requester) == before
+
+
+def test_transport_refusals_carry_stable_codes(mcp_live, requester):
+    key = issue_key(requester)
+    cases = [
+        (INIT, {"Accept": "text/html"}, 406, "NOT_ACCEPTABLE"),
+        (INIT, {"Host": "evil.example"}, 421, "INVALID_HOST"),
+        (INIT, {"Origin": "http://evil.example"}, 403, "INVALID_ORIGIN"),
+        ({"foo": 1}, {}, 400, "INVALID_PARAMS"),
+    ]
+    for body, headers, status, code in cases:
+        response = raw_post(mcp_live.url, body, key=key, headers=headers)
+        assert response.status_code == status, response.text
+        assert response.json()["error"]["data"]["code"] == code
+
+
+def test_an_allowed_origin_is_served(mcp_live, requester):
+    response = raw_post(mcp_live.url, INIT, key=issue_key(requester), headers={"Origin": "http://127.0.0.1:8000"})
+    assert response.status_code == 200, response.text
+
+
+def test_a_session_held_by_another_worker_is_served_on_its_own(mcp_live, requester):
+    """Several worker processes: a follow-up whose session this process does not hold is served as a
+    single request (as the key's user, no elicitation, no stream) instead of failing."""
+    key = issue_key(requester)
+    elsewhere = {"mcp-session-id": "0123456789abcdef0123456789abcdef", "mcp-protocol-version": "2025-11-25"}
+    listed = raw_post(mcp_live.url, {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, key=key, headers=elsewhere)
+    assert listed.status_code == 200, listed.text
+    assert "list_orders" in {tool["name"] for tool in listed.json()["result"]["tools"]}
+    stream = httpx.get(mcp_live.url, headers={**elsewhere, "Authorization": f"Bearer {key}",
+                                              "Accept": "text/event-stream"}, timeout=30)
+    assert stream.status_code == 405 and stream.json()["error"]["data"]["code"] == "METHOD_NOT_ALLOWED"
+    assert raw_post(mcp_live.url, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, key="0" * 64,
+                    headers=elsewhere).status_code == 401
