@@ -63,6 +63,9 @@ class McpStory:
     """Step 18 of the demo command (mixed into its Command)."""
 
     def mcp_story(self, requester) -> None:
+        """Play step 18 as `requester` (acme's): a fresh API key, the platform served in this
+        process, the official client's listing, LOW call and HIGH call with its retries. Raises
+        CommandError (through `expect`) when a promise does not hold."""
         from agentplatform.mcp_server import demo_client
 
         self.title("18. Any agent, governed: an MCP client at /mcp/ (the official SDK, over streamable HTTP)")

@@ -25,6 +25,7 @@ class CallResult:
 
     @property
     def pending(self) -> bool:
+        """True when the call waits for a decision (nothing ran yet)."""
         return not self.error and self.data.get("status") == "pending"
 
 

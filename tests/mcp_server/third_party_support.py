@@ -82,10 +82,12 @@ def structured(result: Any) -> dict[str, Any]:
 
 
 def is_error(result: Any) -> bool:
+    """True for a tool error result (isError)."""
     return bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
 
 
 def is_pending(result: Any) -> bool:
+    """True for the platform's pending answer: not an error, structuredContent status "pending"."""
     return not is_error(result) and structured(result).get("status") == "pending"
 
 
@@ -97,6 +99,7 @@ class Rest:
         self.client = httpx.Client(base_url=base_url, headers={"Authorization": f"Token {key}"}, timeout=30)
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        """POST `body` as JSON to `path` (e.g. "/api/v1/approvals/<id>/reject/")."""
         return self.client.post(path, json=body or {})
 
     def confirm_own(self, request_id: str) -> httpx.Response:
@@ -106,6 +109,7 @@ class Rest:
         return self.post("/api/v1/confirmations/confirm/", {"token": issued.json()["token"]})
 
     def approve(self, request_id: str, comment: str = "checked") -> httpx.Response:
+        """Approve `request_id` as this key's user (200, or the API's error body)."""
         return self.post(f"/api/v1/approvals/{request_id}/approve/", {"comment": comment})
 
     def close(self) -> None:
