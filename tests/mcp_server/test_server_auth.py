@@ -148,3 +148,16 @@ def test_a_session_held_by_another_worker_is_served_on_its_own(mcp_live, request
     assert stream.status_code == 405 and stream.json()["error"]["data"]["code"] == "METHOD_NOT_ALLOWED"
     assert raw_post(mcp_live.url, {"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, key="0" * 64,
                     headers=elsewhere).status_code == 401
+
+
+def test_the_key_never_reaches_the_logs(mcp_live, requester, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    key = issue_key(requester)
+    raw_post(mcp_live.url, INIT, key=key)
+    raw_post(mcp_live.url, INIT, key=key[:-2] + "zz")  # unknown
+    raw_post(mcp_live.url, INIT, headers={"Authorization": f"Token {key}"})  # another scheme
+    raw_post(mcp_live.url, b"{not json", key=key)
+    assert caplog.records  # the server's debug logging was captured
+    assert key not in caplog.text and key[:-2] not in caplog.text

@@ -84,3 +84,27 @@ def test_a_session_belongs_to_the_key_that_opened_it(mcp_live, requester, approv
                      headers={"mcp-session-id": opened.headers["mcp-session-id"],
                               "mcp-protocol-version": "2025-11-25"})
     assert other.status_code == 404
+
+
+def test_answers_map_to_call_tool_results():
+    from agentplatform.mcp_server.calls import Answer
+    from agentplatform.mcp_server.replies import answer_result
+
+    edited = {"changes": [{"argument": "amount", "from": "10.00", "to": "5.00"}], "edited_by": ["approver1"]}
+    done = answer_result(Answer(state="completed", result={"success": True, "code": "OK", "message": "done",
+                                                           "data": {"refund_id": "R1"}}, edited=edited))
+    assert done.is_error is False and done.structured_content == {"refund_id": "R1"}
+    assert done.content[0].text.startswith("An approver changed the arguments")
+    assert done.meta["agentplatform/edited"] == edited
+    listed = answer_result(Answer(state="completed", result={"success": True, "code": "OK", "data": [1, 2]}))
+    assert listed.structured_content == {"value": [1, 2]}
+    failed = answer_result(Answer(state="failed", result={"success": False, "code": "REJECTED",
+                                                          "message": "rejected by approver1: too much"}))
+    assert failed.is_error is True
+    assert failed.structured_content == {"code": "REJECTED", "message": "rejected by approver1: too much"}
+    pending = answer_result(Answer(state="pending", result={}, pending={
+        "request_id": "r-1", "needs": "approvers", "quorum": 2, "approvals": 1, "expires_at": "2026-12-03T09:00:00",
+        "url": "http://x/approvals/mine/r-1/", "summary": "Refund", "risk": "CRITICAL"}))
+    assert pending.is_error is False
+    assert pending.structured_content["status"] == "pending" and pending.structured_content["quorum"] == 2
+    assert "2 approver(s)" in pending.content[0].text and "http://x/approvals/mine/r-1/" in pending.content[0].text
