@@ -1,4 +1,4 @@
-"""Run the benchmarks (the four numbered ones, the audit chain, the SSE fan-out) one after the other (`make bench`), each in its own process.
+"""Run the benchmarks (the four numbered ones, the audit chain, the SSE fan-out, MCP) one after the other (`make bench`), each in its own process.
 
 Needs DATABASE_URL=postgres://... (a database of its own: the scripts reset their bench data in it)
 and, for the worker benchmark, Redis at 127.0.0.1:6379 (database 14). Exits 2 when DATABASE_URL is
@@ -28,6 +28,7 @@ BENCHMARKS = {
     "audit_chain.py": ["--iterations", "300", "--warmup", "30", "--seconds", "2"],
     "sse_fanout.py": ["--clients", "50", "--events", "20"],
     "memory_growth.py": ["--cycles", "300", "--warmup", "30", "--every", "100"],
+    "mcp_call.py": ["--iterations", "100", "--warmup", "10"],
 }
 
 

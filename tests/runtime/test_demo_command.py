@@ -54,6 +54,14 @@ def test_the_demo_leaves_fresh_orders_that_the_suggestions_name():
     cancel_chip = next(chip for chip in chips if chip.startswith("Cancel"))
     outcome = services.chat_send(user=requester, message=cancel_chip)
     assert outcome.run.status == Run.Status.AWAITING_CONFIRMATION and outcome.pending[0].token
+    # the story ends over MCP: its HIGH call ran once, through /mcp/, as the requester's key
+    from agentplatform.mcp_server.demo import KEY_NAME, MCP_ORDER
+    from agentplatform.mcp_server.models import McpCall
+    from tools.catalog.models import Cancellation
+
+    assert "18. Any agent, governed" in output
+    assert Cancellation.objects.filter(order__order_id=order_id("acme", MCP_ORDER)).count() == 1
+    assert McpCall.objects.get(key_name=KEY_NAME, tool_name="cancel_order").status == McpCall.Status.COMPLETED
 
 
 def test_a_second_demo_keeps_a_tool_an_admin_disabled_and_says_so():

@@ -4,7 +4,8 @@ of the story does not hold (so CI and newcomers see a broken promise, not a pret
 
 A second run keeps what administrators changed (it says what it kept); `--reset` restores the
 seeded tools, whitelist and grants and says so. The story plays with orders 0001-0003 and leaves
-TRY_ORDERS fresh for the chat's suggestions (docs/operations.md, "The demo")."""
+TRY_ORDERS fresh for the chat's suggestions (docs/operations.md, "The demo"). It ends with an agent that is
+not ours, governed over MCP (agentplatform.mcp_server.demo, docs/mcp.md)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from guardian.shortcuts import assign_perm
 
 from core.errors import DomainError
+from agentplatform.mcp_server.demo import McpStory
 from agentplatform.runtime import services
 from agentplatform.runtime.demo.policy_story import PolicyStory
 from agentplatform.runtime.demo.seed import (
@@ -48,7 +50,7 @@ def clip(text: str, limit: int) -> str:
     return (head[:cut] if cut > limit // 2 else head).rstrip() + "…"
 
 
-class Command(PolicyStory, BaseCommand):
+class Command(PolicyStory, McpStory, BaseCommand):
     help = "Seed demo data and play the governed tool-calling story end to end."
 
     def add_arguments(self, parser) -> None:
@@ -89,7 +91,8 @@ class Command(PolicyStory, BaseCommand):
                 f"(password {DEMO_PASSWORD}); orders {', '.join(tries)} are still PAID for you to try "
                 "(the chat's suggestions name them). Then acme-approver1 and acme-approver2 at /approvals/, "
                 "acme-admin or platform-operator at /admin/ (an approver grant waits there for a second "
-                "administrator: acme-admin2), acme-auditor at /audit/ (filter, export, Verify). See README, \"After make demo\".")
+                "administrator: acme-admin2), acme-auditor at /audit/ (filter, export, Verify); other agents connect at /mcp/ with an API key "
+                "(docs/mcp.md). See README, \"After make demo\".")
 
     # -- the story ------------------------------------------------------------------------------
 
@@ -181,6 +184,7 @@ class Command(PolicyStory, BaseCommand):
                      f"{rules}")
 
         self.remote_tool_story(requester)
+        self.mcp_story(requester)
 
     def remote_tool_story(self, requester) -> None:
         """A remote tool: a local MCP server the demo starts itself, governed like a local tool."""
