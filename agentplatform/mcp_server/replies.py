@@ -49,20 +49,25 @@ def completed_result(answer: calls.Answer) -> types.CallToolResult:
     data = answer.result.get("data")
     structured = data if isinstance(data, dict) else {"value": data}
     text = _text(answer.result)
-    meta = None
+    meta: dict[str, Any] = {}
     if answer.edited:
         # An approver's edit reaches the client truthfully: what ran is not what was asked.
         text = f"An approver changed the arguments before it ran: {_text(answer.edited)}\n{text}"
-        meta = {"agentplatform/edited": answer.edited}
+        meta["agentplatform/edited"] = answer.edited
+    if answer.replayed:  # the stored result of the one execution; nothing ran again
+        meta["agentplatform/replayed"] = True
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured,
-                                is_error=False, _meta=meta)
+                                is_error=False, _meta=meta or None)
 
 
-def failed_result(code: str, message: str, **extra: Any) -> types.CallToolResult:
-    """A tool error: isError, structuredContent {code, message, ...extra}, text "CODE: message"."""
+def failed_result(code: str, message: str, *, replayed: bool = False, **extra: Any) -> types.CallToolResult:
+    """A tool error: isError, structuredContent {code, message, ...extra (None values left out)},
+    text "CODE: message"; `_meta["agentplatform/replayed"]` when it is the stored answer of a call
+    that already ended (structuredContent stays the same as the first answer's)."""
     structured = {"code": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}
     return types.CallToolResult(content=[types.TextContent(text=f"{code}: {message}")],
-                                structured_content=structured, is_error=True)
+                                structured_content=structured, is_error=True,
+                                _meta={"agentplatform/replayed": True} if replayed else None)
 
 
 def pending_result(answer: calls.Answer) -> types.CallToolResult:
@@ -89,8 +94,12 @@ def answer_result(answer: calls.Answer) -> types.CallToolResult:
     if answer.state == "pending":
         return pending_result(answer)
     result = answer.result or {}
+    data = result.get("data") if isinstance(result.get("data"), dict) else {}
+    # Who decided and why (masked, as our own loop tells the model), and whether this is the stored
+    # answer of a call that already ended.
     return failed_result(str(result.get("code") or "TOOL_EXECUTION_FAILED"), str(result.get("message") or ""),
-                         retryable=result.get("retryable"))
+                         retryable=result.get("retryable"), reason=data.get("reason"),
+                         decided_by=data.get("decided_by"), replayed=answer.replayed)
 
 
 async def run_call(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams, *,

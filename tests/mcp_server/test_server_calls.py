@@ -102,6 +102,17 @@ def test_answers_map_to_call_tool_results():
                                                           "message": "rejected by approver1: too much"}))
     assert failed.is_error is True
     assert failed.structured_content == {"code": "REJECTED", "message": "rejected by approver1: too much"}
+    assert failed.meta is None
+    decided = {"username": "approver1", "name": "Approver One"}
+    stored = {"success": False, "code": "REJECTED", "message": "rejected by approver1: too much",
+              "data": {"decided_by": decided, "reason": "too much"}, "idempotent_replay": True}
+    replayed = answer_result(Answer(state="failed", result=stored, replayed=True))
+    assert replayed.structured_content == {"code": "REJECTED", "message": "rejected by approver1: too much",
+                                           "reason": "too much", "decided_by": decided}
+    assert replayed.meta == {"agentplatform/replayed": True}
+    again = answer_result(Answer(state="completed", result={"success": True, "code": "OK", "data": {"refund_id": "R1"},
+                                                            "idempotent_replay": True}, replayed=True))
+    assert again.structured_content == {"refund_id": "R1"} and again.meta == {"agentplatform/replayed": True}
     pending = answer_result(Answer(state="pending", result={}, pending={
         "request_id": "r-1", "needs": "approvers", "quorum": 2, "approvals": 1, "expires_at": "2026-12-03T09:00:00",
         "url": "http://x/approvals/mine/r-1/", "summary": "Refund", "risk": "CRITICAL"}))
