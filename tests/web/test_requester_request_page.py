@@ -15,39 +15,16 @@ from core import clock
 from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
-from tests.tools.support import assistant
 from tests.web.conftest import CANCEL_ORDER
+from tests.web.requester_support import mcp_call, page_url
 from tools.catalog.models import Cancellation, Order
-from tools.context import ToolContext
-from tools.manager import ToolCallingManager
 
 Status = ConfirmationRequest.Status
-MCP_CHANNEL = {"name": "mcp", "api_key": "ci-agent", "api_key_id": "8c1d0d2e", "client": "pytest-client/1.0"}
-
-
-def _page_url(request: ConfirmationRequest) -> str:
-    return reverse("approvals:mine-detail", kwargs={"request_id": request.pk})
+_page_url = page_url
 
 
 def _messages(response) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
-
-
-def mcp_context(user) -> ToolContext:
-    """The context the MCP service builds for a call of `user`'s key "ci-agent": the key's own
-    conversation, no run, and the channel every audit row of the call carries."""
-    return ToolContext(tenant=user.tenant, user=user, conversation_id=uuid.uuid5(uuid.NAMESPACE_URL, "ci-agent"),
-                       request_id="mcp-test", channel=dict(MCP_CHANNEL))
-
-
-def mcp_call(user, tool: str, arguments: dict, *, call_id: str = "mcp_0001", confirmation=None):
-    """One call over MCP through the governed pipeline (as agentplatform.mcp_server.calls makes
-    it); with `confirmation` (a request id), the client's retry that consumes it. Returns the
-    CallOutcome."""
-    ctx = mcp_context(user)
-    if confirmation is not None:
-        ctx = ctx.with_confirmations({call_id: confirmation})
-    return ToolCallingManager().execute_tool_calls(ctx, assistant((call_id, tool, arguments))).outcomes[0]
 
 
 @pytest.fixture
