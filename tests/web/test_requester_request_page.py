@@ -230,3 +230,48 @@ def test_the_approver_and_the_auditor_see_the_mcp_mark(client, requester, approv
     client.force_login(people["acme"]["auditor"])  # the trail's rows of the call
     trail = client.get(reverse("auditor:trail")).content.decode()
     assert 'data-testid="via-mcp" data-key="ci-agent"' in trail
+
+
+def test_an_approver_gated_call_cannot_be_confirmed_by_its_requester(client, requester, refund_request):
+    client.force_login(requester)
+
+    assert client.post(reverse("approvals:mine-confirm", args=[refund_request.pk])).status_code == 404
+
+    refund_request.refresh_from_db()
+    assert refund_request.status == Status.PENDING
+    assert not AuditEvent.objects.filter(confirmation_id=refund_request.pk, decision="CONFIRMED").exists()
+
+
+@pytest.mark.postgres
+def test_confirm_and_cancel_clicked_at_once_in_many_tabs_decide_once(transactional_db, requester):
+    # given: a call waiting for its requester, open in ten tabs (ten signed-in clients)
+    from django.test import Client
+
+    from agentplatform.runtime import services
+    from tests.tools.support import race
+
+    outcome = services.chat_send(user=requester, message=f"cancel {CANCEL_ORDER} because no longer needed")
+    request_id = outcome.pending[0].confirmation_id
+    clicks = ["mine-confirm"] * 7 + ["mine-cancel"] * 3
+
+    def prepare(i):
+        tab = Client()
+        tab.force_login(requester)
+        return tab, clicks[i]
+
+    def click(state):
+        tab, name = state
+        response = tab.post(reverse(f"approvals:{name}", args=[request_id]), follow=True)
+        return name, "already decided" in response.content.decode()
+
+    # when: every tab clicks at the same moment (the run resumes after the winning commit)
+    results = race(len(clicks), prepare, click)
+
+    # then: one decision took effect, every other click was told it was already decided
+    assert sum(not refused for _, refused in results) == 1, results
+    [(winner, _)] = [r for r in results if not r[1]]
+    decided = AuditEvent.objects.filter(confirmation_id=request_id, decision__in=("CONFIRMED", "CANCELLED"),
+                                        actor_id=requester.pk)
+    assert decided.count() == 1
+    ran = Cancellation.objects.filter(order__order_id=CANCEL_ORDER).count()
+    assert ran == (1 if winner == "mine-confirm" else 0)
