@@ -17,8 +17,9 @@ from core.sql.statements import update_row
 from core.errors import DomainError
 from core.redaction.text import mask_text
 from approvals import locks, signals
-from approvals.errors import ConfirmationNotFound
+from approvals.errors import ApprovalForbidden, ConfirmationNotFound
 from approvals.guard import guarded, require_open
+from approvals.independence import is_service_account
 from approvals.models import ConfirmationRequest
 from audit import events
 
@@ -94,6 +95,10 @@ def _own_where(request_id: uuid.UUID, user) -> dict[str, Any]:
 
 
 def _decide_own(*, actor, request_id: uuid.UUID, cancel: bool) -> ConfirmationRequest:
+    if not cancel and is_service_account(actor):
+        # A program never confirms for a person (as over MCP): a person asks and confirms.
+        raise ApprovalForbidden("a service account never confirms a gated call; a person decides it "
+                                "/ 服务账号不能确认需确认的调用，须由人决定")
     return _decide(actor=actor, where=_own_where(request_id, actor), cancel=cancel)
 
 
@@ -121,14 +126,15 @@ def confirmation_confirm_own(*, request_id: uuid.UUID, user) -> ConfirmationRequ
 
     Raises ConfirmationNotFound (404: unknown, another user's or tenant's, or an approver-gated
     request), ConfirmationExpired (410), ConfirmationAlreadyDecided (409: decided already, e.g.
-    a double submit).
+    a double submit), ApprovalForbidden (a service account: a program never confirms for a person).
     """
     return guarded(_decide_own, actor=user, request_id=request_id, cancel=False)
 
 
 def confirmation_cancel_own(*, request_id: uuid.UUID, user) -> ConfirmationRequest:
     """The requester declines their own requester-confirmed request `request_id` from its page
-    (CANCELLED, "declined by the requester", audited). Same errors as `confirmation_confirm_own`."""
+    (CANCELLED, "declined by the requester", audited). Same errors as `confirmation_confirm_own`,
+    except that a service account may decline its own call."""
     return guarded(_decide_own, actor=user, request_id=request_id, cancel=True)
 
 

@@ -12,7 +12,8 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from core import clock
-from approvals import approver_actions
+from approvals import approver_actions, requester_actions
+from approvals.errors import ApprovalForbidden
 from approvals.models import ConfirmationRequest
 from audit.models import AuditEvent
 from tests.web.conftest import CANCEL_ORDER
@@ -275,3 +276,30 @@ def test_confirm_and_cancel_clicked_at_once_in_many_tabs_decide_once(transaction
     assert decided.count() == 1
     ran = Cancellation.objects.filter(order__order_id=CANCEL_ORDER).count()
     assert ran == (1 if winner == "mine-confirm" else 0)
+
+
+def test_a_service_account_never_confirms_its_call(client, people):
+    # given: the seeded service account granted cancel_order asks for a cancellation over MCP
+    from guardian.shortcuts import assign_perm
+
+    from tools.models import Tool
+
+    integration = people["acme"]["integration"]
+    assign_perm("tools.use_tool", integration, Tool.objects.get(name="cancel_order"))
+    assign_perm("catalog.cancel_order", integration)
+    pending = mcp_call(integration, "cancel_order", {"order_id": CANCEL_ORDER, "reason": "no longer needed"}).pending
+    assert pending is not None and pending.needs == "requester"
+    client.force_login(integration)
+
+    # when: it posts Confirm from the page, or calls the service directly
+    response = client.post(reverse("approvals:mine-confirm", args=[pending.confirmation_id]))
+    with pytest.raises(ApprovalForbidden):
+        requester_actions.confirmation_confirm_own(request_id=pending.confirmation_id, user=integration)
+
+    # then: the page has no session for it (sent to sign in), the service refuses; nothing ran,
+    # and declining stays possible
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == Status.PENDING
+    assert not Cancellation.objects.exists()
+    requester_actions.confirmation_cancel_own(request_id=pending.confirmation_id, user=integration)
+    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == Status.CANCELLED
