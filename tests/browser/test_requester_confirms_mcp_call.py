@@ -12,19 +12,27 @@ from agentplatform.runtime.demo.seed import DEMO_PASSWORD
 from approvals.models import ConfirmationRequest
 from tests.browser.conftest import named_shot, playwright_expect
 from tests.web.conftest import CANCEL_ORDER
-from tests.web.requester_support import KEY_NAME, mcp_call, page_url
+from tests.mcp_server.calls_support import principal_of
+from tests.web.requester_support import page_url
 from tools.catalog.models import Cancellation, Order
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+KEY_NAME = "ide-assistant"
 
 ARGUMENTS = {"order_id": CANCEL_ORDER, "reason": "the customer changed their mind"}
 
 
 def test_the_requester_confirms_a_call_made_over_mcp_and_sees_it_ran(open_person, requester):
+    from agentplatform.mcp_server import calls
+
     expect = playwright_expect()
-    pending = mcp_call(requester, "cancel_order", ARGUMENTS).pending
-    assert pending is not None and pending.needs == "requester"
-    url = page_url(pending.confirmation_id)
+    principal, _ = principal_of(requester, name=KEY_NAME)
+    answer = calls.call_tool(principal, name="cancel_order", arguments=ARGUMENTS)  # the agent's call over MCP
+    assert answer.state == "pending" and answer.pending["needs"] == "requester"
+    request_id = answer.pending["request_id"]
+    url = page_url(request_id)
+    assert answer.pending["url"].endswith(url)  # where the pending answer sends the person
 
     alice = open_person("requester")
     alice.sign_in(requester.username, DEMO_PASSWORD, next_path=url)
@@ -42,13 +50,13 @@ def test_the_requester_confirms_a_call_made_over_mcp_and_sees_it_ran(open_person
     expect(page.locator("[data-testid=flash]").first).to_contain_text("Confirmed. / 已确认。")
     expect(card.locator("[data-testid=status]")).to_have_attribute("data-outcome", "CONFIRMED")
     expect(card.locator("[data-testid=confirm]")).to_have_count(0)
-    assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == ConfirmationRequest.Status.CONFIRMED
+    assert ConfirmationRequest.objects.get(pk=request_id).status == ConfirmationRequest.Status.CONFIRMED
     assert not Cancellation.objects.exists()  # nothing ran before the agent asked again
 
     # The agent retries the same call twice: it runs once, then the stored answer is replayed.
-    ran = mcp_call(requester, "cancel_order", ARGUMENTS, confirmation=pending.confirmation_id)
-    assert ran.result.success
-    mcp_call(requester, "cancel_order", ARGUMENTS, confirmation=pending.confirmation_id)
+    ran = calls.call_tool(principal, name="cancel_order", arguments=ARGUMENTS)
+    assert ran.state == "completed" and ran.result["success"]
+    assert calls.call_tool(principal, name="cancel_order", arguments=ARGUMENTS).state == "completed"
     page.reload()
 
     expect(card.locator("[data-testid=status]")).to_have_attribute("data-outcome", "EXECUTED")

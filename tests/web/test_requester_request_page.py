@@ -303,3 +303,31 @@ def test_a_service_account_never_confirms_its_call(client, people):
     assert not Cancellation.objects.exists()
     requester_actions.confirmation_cancel_own(request_id=pending.confirmation_id, user=integration)
     assert ConfirmationRequest.objects.get(pk=pending.confirmation_id).status == Status.CANCELLED
+
+
+def test_the_mcp_pending_answer_leads_to_this_page_and_the_retry_after_confirming_runs_once(
+        client, settings, requester):
+    # given: a HIGH call over MCP through the MCP call service, answered "pending"
+    from agentplatform.mcp_server import calls
+    from tests.mcp_server.calls_support import principal_of
+
+    settings.PLATFORM_BASE_URL = "https://platform.example"
+    principal, raw_key = principal_of(requester, name="ide-assistant")
+    arguments = {"order_id": CANCEL_ORDER, "reason": "no longer needed"}
+    answer = calls.call_tool(principal, name="cancel_order", arguments=arguments)
+    assert answer.state == "pending" and answer.pending["needs"] == "requester"
+    request_id = answer.pending["request_id"]
+    assert answer.pending["url"] == "https://platform.example" + page_url(request_id)
+
+    # when: the requester opens that page, sees the mark, and confirms
+    client.force_login(requester)
+    html = client.get(page_url(request_id)).content.decode()
+    assert 'data-testid="via-mcp" data-key="ide-assistant"' in html and raw_key not in html
+    client.post(reverse("approvals:mine-confirm", args=[request_id]))
+
+    # then: the client's retries run it once, then replay the stored answer; the page says it ran
+    first = calls.call_tool(principal, name="cancel_order", arguments=arguments)
+    second = calls.call_tool(principal, name="cancel_order", arguments=arguments)
+    assert first.state == second.state == "completed"
+    assert Cancellation.objects.filter(order__order_id=CANCEL_ORDER).count() == 1
+    assert 'data-outcome="EXECUTED"' in client.get(page_url(request_id)).content.decode()
