@@ -189,6 +189,13 @@ def withdraw(request: HttpRequest, request_id: str) -> HttpResponse:
         if isinstance(error, NotFoundError):
             raise Http404(error.message)
         messages.error(request, _refusal_text(error), extra_tags=error.code)
-        return redirect("approvals:mine")
+        return _back_to_mine(request, request_id)
     messages.success(request, f"Withdrawn; nothing will run. / 已撤回，不会执行。 — {withdrawn.summary}")
+    return _back_to_mine(request, request_id)
+
+
+def _back_to_mine(request: HttpRequest, request_id: str) -> HttpResponse:
+    """My requests, or the request's own page when the form was posted from it (`back=page`)."""
+    if request.POST.get("back") == "page":
+        return redirect("approvals:mine-detail", request_id=request_id_or_404(request_id))
     return redirect("approvals:mine")

@@ -1,5 +1,5 @@
-"""The requester's decisions on their own gated calls: confirm or decline with the token, get a
-fresh token, withdraw a pending request.
+"""The requester's decisions on their own gated calls: confirm or decline with the token (or, signed
+in, by the request's id from its page), get a fresh token, withdraw a pending request.
 
 Each public function is a top-level service: one durable transaction with its audit row, never
 called inside a caller's transaction; a refusal is audited after the rollback (`guard.guarded`).
@@ -17,8 +17,9 @@ from core.sql.statements import update_row
 from core.errors import DomainError
 from core.redaction.text import mask_text
 from approvals import locks, signals, tracing
-from approvals.errors import ConfirmationNotFound
+from approvals.errors import ApprovalForbidden, ConfirmationNotFound
 from approvals.guard import guarded, require_open
+from approvals.independence import is_service_account
 from approvals.models import ConfirmationRequest
 from audit import events
 
@@ -48,8 +49,9 @@ def _lock_by_token(where: dict[str, Any]) -> ConfirmationRequest:
 
 
 @transaction.atomic(durable=True)
-def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) -> ConfirmationRequest:
-    where = _token_where(token, actor, conversation_id)
+def _decide(*, actor, where: dict[str, Any], cancel: bool) -> ConfirmationRequest:
+    """Confirm (or decline, `cancel`) the requester's own request `where` finds (`_token_where` or
+    `_own_where`), with its audit row, in one durable transaction."""
     now = clock.now()
     if cancel:
         changes = {"status": Status.CANCELLED, "decided_at": now, "decision_reason": "declined by the requester"}
@@ -78,6 +80,28 @@ def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) 
     return request
 
 
+def _confirm_by_token(*, actor, token: str, cancel: bool, conversation_id=None) -> ConfirmationRequest:
+    return _decide(actor=actor, where=_token_where(token, actor, conversation_id), cancel=cancel)
+
+
+def _own_where(request_id: uuid.UUID, user) -> dict[str, Any]:
+    """The conditions that find `user`'s own requester-confirmed request `request_id` in their
+    tenant (their session proves who they are: no token). Raises ConfirmationNotFound for a user
+    without a tenant."""
+    if user.tenant_id is None:
+        raise ConfirmationNotFound("unknown confirmation request")
+    return {"id": request_id, "tenant_id": user.tenant_id, "user_id": user.pk,
+            "policy": ConfirmationRequest.Policy.REQUESTER}
+
+
+def _decide_own(*, actor, request_id: uuid.UUID, cancel: bool) -> ConfirmationRequest:
+    if not cancel and is_service_account(actor):
+        # A program never confirms for a person (as over MCP): a person asks and confirms.
+        raise ApprovalForbidden("a service account never confirms a gated call; a person decides it "
+                                "/ 服务账号不能确认需确认的调用，须由人决定")
+    return _decide(actor=actor, where=_own_where(request_id, actor), cancel=cancel)
+
+
 @tracing.decision("confirm")
 def confirmation_confirm(*, token: str, user, conversation_id=None) -> ConfirmationRequest:
     """The requester confirms their own gated call with the raw token.
@@ -94,6 +118,28 @@ def confirmation_confirm(*, token: str, user, conversation_id=None) -> Confirmat
 def confirmation_cancel(*, token: str, user) -> ConfirmationRequest:
     """The requester declines their own gated call. Same errors as `confirmation_confirm`."""
     return guarded(_confirm_by_token, actor=user, token=token, cancel=True)
+
+
+@tracing.decision("confirm")
+def confirmation_confirm_own(*, request_id: uuid.UUID, user) -> ConfirmationRequest:
+    """The requester confirms their own requester-confirmed request `request_id` from a page they
+    are signed in to (their request's page, approvals.requester_views): the server finds the
+    request by id and owner, so no token travels through the page. Audited and settled exactly as
+    `confirmation_confirm` (CONFIRMED; the run, if any, resumes after commit).
+
+    Raises ConfirmationNotFound (404: unknown, another user's or tenant's, or an approver-gated
+    request), ConfirmationExpired (410), ConfirmationAlreadyDecided (409: decided already, e.g.
+    a double submit), ApprovalForbidden (a service account: a program never confirms for a person).
+    """
+    return guarded(_decide_own, actor=user, request_id=request_id, cancel=False)
+
+
+@tracing.decision("cancel")
+def confirmation_cancel_own(*, request_id: uuid.UUID, user) -> ConfirmationRequest:
+    """The requester declines their own requester-confirmed request `request_id` from its page
+    (CANCELLED, "declined by the requester", audited). Same errors as `confirmation_confirm_own`,
+    except that a service account may decline its own call."""
+    return guarded(_decide_own, actor=user, request_id=request_id, cancel=True)
 
 
 @transaction.atomic(durable=True)

@@ -35,3 +35,10 @@ def regates_of(*, tenant_id: int, request_ids: list) -> dict:
     rows = (AuditEvent.objects.filter(tenant_id=tenant_id, confirmation_id__in=list(request_ids), status="REGATED")
             .order_by("occurred_at").values_list("confirmation_id", "occurred_at", "message"))
     return {request_id: {"at": at, "message": message} for request_id, at, message in rows}  # the latest wins
+
+
+def request_of(*, user, request_id) -> ConfirmationRequest | None:
+    """The request `request_id` if `user` made it in their tenant (annotated and prefetched as
+    `requests_of`), else None: anyone else's request, whatever their role, another tenant's and an
+    unknown id read the same (the page answers 404)."""
+    return requests_of(user=user).filter(pk=request_id).select_related("user", "tool").first()

@@ -1,7 +1,7 @@
 """URLs of the approver dashboard, mounted at /approvals/ (namespace `approvals`)."""
 from django.urls import path
 
-from approvals import decision_views, overview_views, views
+from approvals import decision_views, overview_views, requester_views, views
 
 app_name = "approvals"
 
@@ -9,6 +9,10 @@ urlpatterns = [
     path("", views.pending, name="pending"),
     path("history/", views.history, name="history"),
     path("mine/", views.mine, name="mine"),
+    # The requester's page of one request (an MCP "pending" answer's url): before the routes below.
+    path("mine/<uuid:request_id>/", requester_views.mine_detail, name="mine-detail"),
+    path("mine/<uuid:request_id>/confirm/", requester_views.mine_confirm, name="mine-confirm"),
+    path("mine/<uuid:request_id>/cancel/", requester_views.mine_cancel, name="mine-cancel"),
     path("mine/<str:request_id>/withdraw/", decision_views.withdraw, name="withdraw"),
     path("live/", views.live, name="live"),
     path("overview/", overview_views.overview, name="overview"),  # approval quality: administrators, auditors

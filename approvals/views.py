@@ -23,6 +23,7 @@ from approvals.cards import amount_text, argument_items, display_name, present, 
 from approvals.forms import ApproveForm, RejectForm
 from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
+from approvals.via import attach_via
 
 HISTORY_PAGE_SIZE = 25
 
@@ -57,6 +58,7 @@ def _pane(row: ConfirmationRequest, *, user, decidable: bool, read_only: bool = 
     row.requester_name = display_name(row.user)
     row.amount = amount_text(row)
     row.conversation_url = _conversation_url(row, user=user)
+    attach_via([row], tenant_id=row.tenant_id)
     return row
 
 
@@ -77,7 +79,8 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     query = inbox.parse(request.GET, default_tab=default_tab)
     user = request.user
     page = inbox.page_of(inbox.narrowed(inbox.tab_rows(user=user, tab=query.tab), query), query.page)
-    rows = [summarize(r, user=user, claim=inbox.live_claim(r)) for r in page.rows]
+    rows = attach_via([summarize(r, user=user, claim=inbox.live_claim(r)) for r in page.rows],
+                      tenant_id=user.tenant_id)
     for row in rows:
         row.conversation_url = _conversation_url(row, user=user)
     chosen, decidable = None, False
@@ -133,6 +136,8 @@ def detail(request: HttpRequest, request_id: str) -> HttpResponse:
     rid = request_id_or_404(request_id)
     user = request.user
     row, decidable = _visible(user, rid)
+    if not decidable and requester_selectors.request_of(user=user, request_id=rid) is not None:
+        return redirect("approvals:mine-detail", request_id=rid)  # the requester's own page
     read_only = False
     if row is None and is_auditor(user) and user.tenant_id is not None:
         row = selectors.annotated(ConfirmationRequest.objects.filter(pk=rid, tenant_id=user.tenant_id), user).first()
@@ -214,6 +219,7 @@ def mine(request: HttpRequest) -> HttpResponse:
         row.can_withdraw = row.outcome["outcome"] == "PENDING"
         row.shortfall = selectors.quorum_shortfall(row) if row.can_withdraw else 0
         rows.append(row)
+    attach_via(rows, tenant_id=request.user.tenant_id)
     return render(request, "approvals/my_requests.html", {"rows": rows, "page": page})
 
 

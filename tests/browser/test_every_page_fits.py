@@ -9,12 +9,13 @@ from agentplatform.runtime import services
 from agentplatform.runtime.demo.seed import DEMO_PASSWORD, order_id
 from tests.browser.conftest import PHONE, playwright_expect
 from tests.browser.test_newcomers import _axe, _no_horizontal_scroll
+from tests.web.requester_support import mcp_call, page_url
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # (persona, paths) as each role reaches them from its navigation
 PAGES = [
-    ("requester", ["/chat/", "/approvals/mine/"]),
+    ("requester", ["/chat/", "/approvals/mine/", "{mine_detail}", "{mine_detail_mcp}"]),
     ("approver1", ["/approvals/", "/approvals/?tab=open", "/approvals/?tab=decided"]),
     ("auditor", ["/audit/", "/approvals/overview/"]),
     ("admin", ["/approvals/overview/", "/api/docs/"]),
@@ -23,10 +24,14 @@ PAGES = [
 
 @pytest.fixture
 def waiting_refund(people):
-    """A refund of acme that waits for two approvers (the bundle's rule), so lists are not empty."""
+    """A refund of acme that waits for two approvers, so lists are not empty,
+    and a cancellation asked over MCP that waits for its requester: {placeholder: the requester's
+    page of each}."""
     requester = people["acme"]["requester"]
-    services.chat_send(user=requester, message=f"Refund {order_id('acme', '0003')} amount 600 because damaged")
-    return requester
+    outcome = services.chat_send(user=requester, message=f"Refund {order_id('acme', '0003')} amount 50 because damaged")
+    over_mcp = mcp_call(requester, "cancel_order", {"order_id": order_id("acme", "0001"), "reason": "changed my mind"})
+    return {"mine_detail": page_url(outcome.pending[0].confirmation_id),
+            "mine_detail_mcp": page_url(over_mcp.pending.confirmation_id)}
 
 
 @pytest.mark.parametrize("viewport", ["phone", "desk"])
@@ -39,6 +44,7 @@ def test_every_page_fits_and_passes_axe(open_person, people, waiting_refund, vie
         person = open_person(f"{persona}-{viewport}", **options)
         person.sign_in(user.username, DEMO_PASSWORD)
         for path in paths:
+            path = path.format(**waiting_refund)
             response = person.page.goto(person.base_url + path)
             assert response is not None and response.status == 200, f"{persona} {path}: {response and response.status}"
             expect(person.page.locator("main, #content").first).to_be_visible()

@@ -130,6 +130,9 @@ def test_a_notification_link_opens_the_request(client, approver1, approver2, out
     assert page.context["pane"].outcome["outcome"] == "REJECTED"
     assert 'data-testid="approve"' not in page.content.decode()
 
-    for user in (outsider_approver, requester):  # another tenant; someone who may not approve it
-        client.force_login(user)
-        assert client.get(url).status_code == 404
+    client.force_login(outsider_approver)  # another tenant
+    assert client.get(url).status_code == 404
+    client.force_login(requester)  # the requester, who may not approve it, is led to their own page of it
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("approvals:mine-detail", kwargs={"request_id": refund_request.pk})
