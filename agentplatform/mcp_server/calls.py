@@ -31,12 +31,10 @@ from agentplatform.mcp_server.models import McpCall
 from agentplatform.mcp_server.values import KEY_CONVERSATIONS, Answer, CallNotFound, Principal
 from approvals import expiry, requester_actions
 from approvals.errors import (
-    ApprovalForbidden,
     ConfirmationAlreadyDecided,
     ConfirmationExpired,
     ConfirmationNotFound,
 )
-from approvals.independence import is_service_account
 from approvals.models import ConfirmationRequest
 from tools.calls import CallOutcome, ToolCall
 from tools.context import ToolContext
@@ -126,7 +124,7 @@ def requester_answer(principal: Principal, *, call_id: uuid.UUID, confirm: bool)
     for a person. A call that does not wait on its requester answers its current state.
 
     Not inside a transaction: the decision is the approvals app's own durable services
-    (confirmation_issue_token, then confirmation_confirm / confirmation_cancel), and the
+    (confirmation_confirm_own / confirmation_cancel_own, by id and owner), and the
     execution that follows is `call_state`'s transaction."""
     try:
         user = retries.fresh_user(principal)
@@ -139,15 +137,9 @@ def requester_answer(principal: Principal, *, call_id: uuid.UUID, confirm: bool)
     waits = (mcp.status == McpCall.Status.WAITING and request is not None
              and request.policy == ConfirmationRequest.Policy.REQUESTER and request.is_open_at(clock.now()))
     if waits:
-        if confirm and is_service_account(user):
-            raise ApprovalForbidden("a service account never confirms a gated call; a person decides it "
-                                    "/ 服务账号不能确认需确认的调用，须由人决定")
-        try:
-            token = requester_actions.confirmation_issue_token(request_id=request.pk, user=user)
-            if confirm:
-                requester_actions.confirmation_confirm(token=token, user=user, conversation_id=mcp.conversation_id)
-            else:
-                requester_actions.confirmation_cancel(token=token, user=user)
+        decide = requester_actions.confirmation_confirm_own if confirm else requester_actions.confirmation_cancel_own
+        try:  # by id and owner, as the requester's page does: no token is minted
+            decide(request_id=request.pk, user=user)
         except (ConfirmationExpired, ConfirmationAlreadyDecided, ConfirmationNotFound):
             pass  # decided or expired meanwhile: its state says what became of it
     return call_state(principal, call_id=mcp.pk)
