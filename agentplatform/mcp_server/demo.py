@@ -10,7 +10,9 @@ uses the command's title, say and expect.
 """
 from __future__ import annotations
 
+
 import json
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -118,10 +120,8 @@ class McpStory:
                     and ConfirmationRequest.objects.filter(pk=pending["request_id"]).count() == 1
                     and McpCall.objects.filter(request_id=pending["request_id"]).count() == 1,
                     "still pending, the same request: a retry never creates a second one")
-        token = requester_actions.confirmation_issue_token(request_id=pending["request_id"], user=requester)
-        requester_actions.confirmation_confirm(token=token, user=requester)
-        self.say(f"\n   {requester.username} confirms on the request's page (here: the same service, with a fresh "
-                 "one-time token)")
+        requester_actions.confirmation_confirm_own(request_id=uuid.UUID(pending["request_id"]), user=requester)
+        self.say(f"\n   {requester.username} confirms on the request's page (here: the page's own service)")
         self.say("\n   client > tools/call cancel_order (retry after the decision)")
         done = client.call("cancel_order", arguments)
         self.say(f"   ← completed: {json.dumps(done.data, ensure_ascii=False)[:120]}")
