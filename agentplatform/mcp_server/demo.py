@@ -10,7 +10,6 @@ uses the command's title, say and expect.
 """
 from __future__ import annotations
 
-
 import json
 import uuid
 from decimal import Decimal
