@@ -25,6 +25,7 @@ from typing import Any
 from django.db import transaction
 
 from core import clock
+from core.text import storable_text
 from core.sql.transactions import transaction_usable
 from agentplatform.mcp_server import answers, retries
 from agentplatform.mcp_server.models import McpCall
@@ -67,7 +68,9 @@ def call_tool(principal: Principal, *, name: str, arguments: Any, request_id: st
     ctx = _context(principal, user, request_id)
     offered = manager.offered(ctx)
     ctx = replace(ctx, offered=frozenset(offered), offered_tools=offered)
-    call = ToolCall(id=retries.new_tool_call_id(), name=name if isinstance(name, str) else str(name),
+    # The client's name as the model loop cleans a model's (NUL, lone surrogates: PostgreSQL cannot
+    # store them): an unknown tool whatever it holds, audited as TOOL_NOT_FOUND.
+    call = ToolCall(id=retries.new_tool_call_id(), name=storable_text(name if isinstance(name, str) else str(name)),
                     arguments=_encoded(arguments))
     hashed = _hash(ctx, offered, call)
     if hashed is None:
