@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.redaction.text import mask_text
 from core.text import storable_text
 
 # Fixed namespace of the per-key conversation ids (uuid5): never change it, retries match on it.
@@ -42,9 +43,9 @@ class Principal:
     def channel(self) -> dict[str, str]:
         """The audit rows' channel: {"name": "mcp", "api_key", "api_key_id", "client"}."""
         # clientInfo is the client's own text: NUL or a lone surrogate would make every audit row
-        # (jsonb) of the session fail on PostgreSQL (core.text).
+        # (jsonb) of the session fail on PostgreSQL (core.text), and it is masked as any free text.
         return {"name": "mcp", "api_key": storable_text(self.api_key.name), "api_key_id": str(self.api_key.public_id),
-                "client": storable_text(self.client)[:200]}
+                "client": mask_text(storable_text(self.client))[:200]}
 
 
 @dataclass(frozen=True)

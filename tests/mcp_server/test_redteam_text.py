@@ -55,3 +55,25 @@ def test_a_client_name_with_nul_still_calls_and_is_stored_cleaned(mcp_live, requ
     assert gated["result"]["structuredContent"]["status"] == "pending", gated
     channels = [event.channel for event in AuditEvent.objects.exclude(channel=None) if event.channel]
     assert channels and all(channel["client"] == "evil\ufffdclient/1\ufffd" for channel in channels)
+
+
+CARD, PHONE = "4111111111111111", "13812345678"
+
+
+def test_a_card_or_phone_in_a_tool_name_or_the_client_name_never_reaches_a_row(mcp_live, requester):
+    import json
+
+    from agentplatform.mcp_server.models import McpCall
+    from audit.models import AuditEvent
+
+    key = issue_key(requester, name="masked client")
+    headers = _session(mcp_live.url, key, f"agent of {PHONE}")
+    for index, name in enumerate([f"refund {CARD}", f"call {PHONE}", CARD]):
+        answer = _call(mcp_live.url, key, headers, name, {}, 40 + index)
+        assert answer["result"]["structuredContent"]["code"] == "TOOL_NOT_FOUND", answer
+        assert CARD not in json.dumps(answer) and PHONE not in json.dumps(answer)
+    ran = _call(mcp_live.url, key, headers, "list_orders", {"status": "PAID"}, 50)
+    assert ran["result"]["isError"] is False, ran
+    stored = json.dumps([list(AuditEvent.objects.values()), list(McpCall.objects.values())], default=str)
+    assert CARD not in stored and PHONE not in stored
+    assert AuditEvent.objects.filter(channel__client__startswith="agent of 138").exists()
