@@ -87,3 +87,28 @@ def test_cancel_racing_the_deciding_approval_and_retries_runs_at_most_once(mcp_l
             assert body["isError"] is settled["isError"], (body, settled)
             assert body["structuredContent"] == settled["structuredContent"], (body, settled)
     assert McpCall.objects.filter(request_id=request_id).count() == 1
+
+
+def test_cancel_of_an_approved_task_never_runs_it(mcp_live, requester, approver1, approver2):
+    """Both approvals are in and nothing ran yet: tasks/cancel answers ALREADY_DECIDED and runs
+    nothing (the call runs at the next tasks/result, once)."""
+    from agentplatform.mcp_server.models import McpCall
+    from approvals import approver_actions
+    from tools.catalog.models import Refund
+
+    session = RawSession(mcp_live.url, issue_key(requester))
+    arguments = {"order_id": "A202607290003", "amount": "12", "reason": "the parcel arrived broken"}
+    task_id = session.request("tools/call", {"name": CRITICAL, "arguments": arguments,
+                                             "task": {}})["result"]["task"]["taskId"]
+    request_id = McpCall.objects.get(pk=task_id).request_id
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver1, comment="one")
+    approver_actions.confirmation_approve(request_id=request_id, approver=approver2, comment="two")
+
+    error = session.request("tasks/cancel", {"taskId": task_id})["error"]
+    assert error["code"] == -32602 and error["data"]["code"] == "ALREADY_DECIDED"
+    assert Refund.objects.count() == 0
+    assert McpCall.objects.get(pk=task_id).status == McpCall.Status.WAITING
+    result = session.request("tasks/result", {"taskId": task_id})["result"]
+    assert result["isError"] is False and Refund.objects.count() == 1
+    again = session.request("tasks/cancel", {"taskId": task_id})["error"]
+    assert again["data"]["code"] == "TASK_ENDED"
