@@ -67,3 +67,20 @@ def test_batches_and_non_json_rpc_json_are_refused_with_a_code(mcp_live, request
     odd = {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call", "params": batch[0]["params"]}
     assert raw_post(mcp_live.url, odd, key=key, headers=session.headers).status_code == 202
     assert _stored() == before
+
+
+def test_wrong_content_types_and_huge_or_mistyped_arguments_are_refused(mcp_live, requester):
+    key = issue_key(requester)
+    session = RawSession(mcp_live.url, key)
+    before = _stored()
+    listing = json.dumps({"jsonrpc": "2.0", "id": 12, "method": "tools/list"}).encode()
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", ""):
+        response = raw_post(mcp_live.url, listing, key=key, headers={**session.headers, "Content-Type": content_type})
+        assert response.status_code == 400 and response.json()["error"]["data"]["code"] == "INVALID_REQUEST"
+    cases = [("cancel_order", {"order_id": "A202607290001", "reason": "x" * 200_000}),
+             ("cancel_order", {"order_id": "A202607290001", "reason": "x" * 5_000}),
+             ("list_orders", {"status": ["PAID"]}), ("list_orders", {"status": 10**30})]
+    for name, arguments in cases:
+        answer = session.request("tools/call", {"name": name, "arguments": arguments})["result"]
+        assert answer["isError"] is True and answer["structuredContent"]["code"] == "INVALID_ARGUMENTS"
+    assert _stored()[1:] == before[1:]
