@@ -3,10 +3,11 @@
 For every HTTP request, before any MCP message is read: the bearer API key is resolved
 (agentplatform.mcp_server.auth; 401 `{"code", "detail"}` with `WWW-Authenticate: Bearer`), a body
 over MCP_MAX_BODY_BYTES is refused (413 PAYLOAD_TOO_LARGE, also when Content-Length understates it
-or the body is chunked) and malformed JSON answers JSON-RPC -32700 (`data.code` PARSE_ERROR). Then
-the SDK's StreamableHTTPSessionManager serves the request (stateful sessions bound to the key that
-opened them, SSE or JSON responses, Host/Origin checked against ALLOWED_HOSTS). The manager and the
-session watchers run in one background task started on the first request or by the ASGI lifespan.
+or the body is chunked) and malformed JSON (nested too deep included) answers JSON-RPC -32700
+(`data.code` PARSE_ERROR). Then the SDK's StreamableHTTPSessionManager serves the request (stateful
+sessions bound to the key that opened them, SSE or JSON responses, Host/Origin checked against
+ALLOWED_HOSTS). The manager and the session watchers run in one background task started on the
+first request or by the ASGI lifespan.
 """
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ class McpApp:
                 return
             try:
                 json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: arrays/objects nested too deep
                 await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32700, "message": "Parse error: the body is not JSON", "data": {"code": "PARSE_ERROR"}}})
                 return

@@ -25,6 +25,8 @@ from typing import Any
 from django.db import transaction
 
 from core import clock
+from core.redaction.text import mask_text
+from core.text import storable_text
 from core.sql.transactions import transaction_usable
 from agentplatform.mcp_server import answers, retries
 from agentplatform.mcp_server.models import McpCall
@@ -65,8 +67,7 @@ def call_tool(principal: Principal, *, name: str, arguments: Any, request_id: st
     ctx = _context(principal, user, request_id)
     offered = manager.offered(ctx)
     ctx = replace(ctx, offered=frozenset(offered), offered_tools=offered)
-    call = ToolCall(id=retries.new_tool_call_id(), name=name if isinstance(name, str) else str(name),
-                    arguments=_encoded(arguments))
+    call = ToolCall(id=retries.new_tool_call_id(), name=_tool_name(name, offered), arguments=_encoded(arguments))
     hashed = _hash(ctx, offered, call)
     if hashed is None:
         # Unknown tool, not offered, or invalid arguments: the pipeline answers (and audits) it;
@@ -155,6 +156,14 @@ def _context(principal: Principal, user: Any, request_id: str,
     return ToolContext(tenant=user.tenant, user=user, conversation_id=principal.conversation_id,
                        request_id=str(request_id or "")[:64], confirmations=dict(confirmations or {}),
                        channel=principal.channel())
+
+
+def _tool_name(name: Any, offered: dict) -> str:
+    """The client's tool name as the pipeline may store it: an offered tool's name as is; any other
+    text (audited as TOOL_NOT_FOUND) with NUL and lone surrogates cleaned (core.text: PostgreSQL
+    cannot store them) and masked (a card or phone number typed as a name never reaches a row)."""
+    name = storable_text(name if isinstance(name, str) else str(name))
+    return name if name in offered else mask_text(name)
 
 
 def _encoded(arguments: Any) -> Any:

@@ -5,8 +5,9 @@ first request on, a watcher re-lists the tools offered to the key's user every
 MCP_LIST_CHANGED_POLL_SECONDS and, when the fingerprint changed (a tool disabled in the admin, a
 grant revoked, a tenant's whitelist changed), sends `notifications/tools/list_changed` on the
 session's standalone stream (the client's GET stream; dropped when it has none open). The watcher
-ends with the session, or when the key was revoked or expired. Sessions without a standalone
-stream (stateless, the 2026-07-28 per-request protocol) have no watcher: their clients list again.
+ends with the session, or when the key can no longer call (revoked or expired, its user deactivated
+or moved to another tenant). Sessions without a standalone stream (stateless, the 2026-07-28
+per-request protocol) have no watcher: their clients list again.
 """
 from __future__ import annotations
 
@@ -69,25 +70,30 @@ def _watch_session(ctx: ServerRequestContext[Any, Any], connection: Any, princip
     scope = anyio.CancelScope()
     connection.state[_WATCHER] = scope
     connection.exit_stack.callback(scope.cancel)
-    task_group.start_soon(_watch, scope, connection, ctx.session, principal.user.pk, principal.api_key.pk)
+    task_group.start_soon(_watch, scope, connection, ctx.session, principal.user.pk, principal.api_key.pk,
+                          principal.tenant_id)
 
 
-def current_fingerprint(user_id: int, key_pk: str) -> str | None:
-    """The fingerprint of the tools offered now to the user of a still valid key, or None when the
-    key was revoked or expired (runs queries: call it in a thread)."""
+def current_fingerprint(user_id: int, key_pk: str, tenant_id: int | None) -> str | None:
+    """The fingerprint of the tools offered now to the user of a key that can still call, or None
+    when it cannot: the key revoked or expired, its user deactivated or no longer in `tenant_id`
+    (the tenant the session was opened in), as calls.retries.fresh_user judges a call (runs
+    queries: call it in a thread)."""
     from agentplatform.api.models import ApiKey
 
-    valid = ApiKey.objects.filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()), pk=key_pk).exists()
+    valid = ApiKey.objects.filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()), pk=key_pk, user_id=user_id,
+                                  user__is_active=True, user__tenant_id=tenant_id).exists()
     user = get_user_model().objects.filter(pk=user_id).first() if valid else None
     return None if user is None else fingerprint(offered_listing(user))
 
 
-async def _watch(scope: anyio.CancelScope, connection: Any, session: Any, user_id: int, key_pk: str) -> None:
+async def _watch(scope: anyio.CancelScope, connection: Any, session: Any, user_id: int, key_pk: str,
+                 tenant_id: int | None) -> None:
     with scope:
         while True:
             await anyio.sleep(settings.MCP_LIST_CHANGED_POLL_SECONDS)
             try:
-                current = await in_thread(current_fingerprint, user_id, key_pk)
+                current = await in_thread(current_fingerprint, user_id, key_pk, tenant_id)
             except Exception:  # noqa: BLE001 - a failed poll (database restart) must not end the session
                 logger.warning("MCP list_changed poll failed; trying again later", exc_info=True)
                 continue

@@ -9,7 +9,7 @@ a call that ends at once (ran, or refused) answers its CallToolResult as without
 completed / failed / cancelled (withdrawn); `tasks/result` re-reads the state every
 MCP_TASK_POLL_SECONDS for at most MCP_TASK_RESULT_WAIT_SECONDS (asking the requester with an
 elicitation form when the call waits on them and the client can be asked), then answers the
-CallToolResult (a pending one when still undecided); `tasks/cancel` withdraws the request.
+CallToolResult (a pending one when still undecided); `tasks/cancel` withdraws the request (never runs it).
 Another key's or an unknown task id: JSON-RPC -32602 with `data.code` TASK_NOT_FOUND.
 """
 from __future__ import annotations
@@ -130,26 +130,46 @@ async def tasks_result(ctx: ServerRequestContext[Any, Any], params: types.GetTas
     return result
 
 
-def _withdraw(principal: calls.Principal, request_id: str) -> None:
+def _withdraw(principal: calls.Principal, call_id: uuid.UUID) -> str:
+    """Withdraw the waiting request of the caller's call `call_id`, never running it. Returns
+    "withdrawn" (or expired/withdrawn meanwhile: its state says so), "ended" (the call already
+    ended) or "decided" (approved and not run yet: it runs at the next retry, tasks/get or
+    tasks/result, never because of a cancel). Raises CallNotFound for another's or an unknown id."""
     from approvals.errors import ConfirmationAlreadyDecided, ConfirmationExpired, ConfirmationNotFound
     from approvals.requester_actions import confirmation_withdraw
 
+    mcp = McpCall.objects.filter(pk=call_id, api_key_id=principal.api_key.pk, tenant_id=principal.tenant_id,
+                                 user_id=principal.user.pk).first()
+    if mcp is None:
+        raise calls.CallNotFound("unknown call id")
+    if mcp.status != McpCall.Status.WAITING:
+        return "ended"
     try:
-        confirmation_withdraw(request_id=uuid.UUID(str(request_id)), requester=principal.user,
+        confirmation_withdraw(request_id=mcp.request_id, requester=principal.user,
                               reason="withdrawn by the MCP client (tasks/cancel)")
-    except (ConfirmationAlreadyDecided, ConfirmationExpired, ConfirmationNotFound):
-        pass  # decided meanwhile: the state read next says what became of it
+    except ConfirmationAlreadyDecided:
+        return "decided"
+    except (ConfirmationExpired, ConfirmationNotFound):
+        pass  # expired meanwhile: the state read next says what became of it
+    return "withdrawn"
 
 
 async def tasks_cancel(ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams) -> dict[str, Any]:
-    """tasks/cancel: withdraw the waiting request (nothing runs); a task that already ended answers
-    -32602 with data.code TASK_ENDED."""
+    """tasks/cancel: withdraw the waiting request; nothing runs (a cancel never executes a call). A
+    task that already ended answers -32602 with data.code TASK_ENDED; one approved and not yet
+    run, -32602 ALREADY_DECIDED (its next tasks/result or retry runs it)."""
     from agentplatform.mcp_server.replies import principal_of
 
-    answer, call_id, _ = await state(ctx, params.task_id)
-    if answer.state != "pending":
+    call_id = _call_id(params.task_id)
+    try:
+        outcome = await in_thread(_withdraw, principal_of(ctx), call_id)
+    except calls.CallNotFound:
+        raise _not_found() from None
+    if outcome == "ended":
         raise MCPError(code=-32602, message="the task already ended", data={"code": "TASK_ENDED"})
-    await in_thread(_withdraw, principal_of(ctx), (answer.pending or {}).get("request_id"))
+    if outcome == "decided":
+        raise MCPError(code=-32602, message="the call was already approved; it can no longer be cancelled",
+                       data={"code": "ALREADY_DECIDED"})
     answer, call_id, times = await state(ctx, params.task_id)
     return task_of(answer, call_id, times)
 

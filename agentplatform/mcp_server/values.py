@@ -7,6 +7,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.redaction.text import mask_text
+from core.text import storable_text
+
 # Fixed namespace of the per-key conversation ids (uuid5): never change it, retries match on it.
 KEY_CONVERSATIONS = uuid.UUID("5b0b7f8e-6a53-4d0e-9c1e-0d5c2f1f7a27")
 
@@ -39,8 +42,10 @@ class Principal:
 
     def channel(self) -> dict[str, str]:
         """The audit rows' channel: {"name": "mcp", "api_key", "api_key_id", "client"}."""
-        return {"name": "mcp", "api_key": self.api_key.name, "api_key_id": str(self.api_key.public_id),
-                "client": self.client[:200]}
+        # clientInfo is the client's own text: NUL or a lone surrogate would make every audit row
+        # (jsonb) of the session fail on PostgreSQL (core.text), and it is masked as any free text.
+        return {"name": "mcp", "api_key": storable_text(self.api_key.name), "api_key_id": str(self.api_key.public_id),
+                "client": mask_text(storable_text(self.client))[:200]}
 
 
 @dataclass(frozen=True)
