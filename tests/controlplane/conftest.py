@@ -61,7 +61,20 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
     assert response.status_code == 200
     client.logout()
     _globex_mcp_server(requester.tenant)
+    _globex_mcp_call(requester)
     return globex
+
+
+def _globex_mcp_call(requester) -> None:
+    """A call globex's requester made over MCP that waits for their confirmation (an McpCall row)."""
+    from agentplatform.api.models import ApiKey
+    from agentplatform.mcp_server.calls import Principal, call_tool
+
+    api_key_issue(user=requester, name="globex agent")
+    key = ApiKey.objects.filter(user=requester, name="globex agent").get()
+    answer = call_tool(Principal(user=requester, api_key=key, client="evidence/1"), name="cancel_order",
+                       arguments={"order_id": "A202607300005", "reason": "a call made over MCP"})
+    assert answer.state == "pending", answer
 
 
 def _globex_mcp_server(tenant) -> None:
