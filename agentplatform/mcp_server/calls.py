@@ -98,13 +98,10 @@ def call_state(principal: Principal, *, call_id: uuid.UUID) -> Answer:
     when it was approved and has not run (exactly once, whoever asks first: serialised per key,
     tool and arguments like a retry), replays its stored answer once it ended. Raises CallNotFound
     (another key's or tenant's call, or an unknown id). A top-level service (its own transaction)."""
-    try:
-        user = retries.fresh_user(principal)
-    except retries.PrincipalGone as gone:
-        return answers.refused(gone.code, str(gone))
-    seen = retries.peek(principal, call_id)
-    if seen is None:
-        raise CallNotFound("unknown call id")
+    found = _own_call(principal, call_id)
+    if isinstance(found, Answer):
+        return found
+    user, seen = found
 
     def locked() -> Answer:
         retries.serialise(principal, seen.tool_name, seen.arguments_hash)
@@ -127,13 +124,10 @@ def requester_answer(principal: Principal, *, call_id: uuid.UUID, confirm: bool)
     Not inside a transaction: the decision is the approvals app's own durable services
     (confirmation_confirm_own / confirmation_cancel_own, by id and owner), and the
     execution that follows is `call_state`'s transaction."""
-    try:
-        user = retries.fresh_user(principal)
-    except retries.PrincipalGone as gone:
-        return answers.refused(gone.code, str(gone))
-    mcp = retries.peek(principal, call_id)
-    if mcp is None:
-        raise CallNotFound("unknown call id")
+    found = _own_call(principal, call_id)
+    if isinstance(found, Answer):
+        return found
+    user, mcp = found
     request = ConfirmationRequest.objects.filter(pk=mcp.request_id).first()
     waits = (mcp.status == McpCall.Status.WAITING and request is not None
              and request.policy == ConfirmationRequest.Policy.REQUESTER and request.is_open_at(clock.now()))
@@ -147,6 +141,20 @@ def requester_answer(principal: Principal, *, call_id: uuid.UUID, confirm: bool)
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _own_call(principal: Principal, call_id: uuid.UUID) -> tuple[Any, McpCall] | Answer:
+    """(the key's user read again, the McpCall `call_id` of this key, unlocked), or the failed
+    Answer when the key's user can no longer call. Raises CallNotFound (another key's or tenant's
+    call, or an unknown id)."""
+    try:
+        user = retries.fresh_user(principal)
+    except retries.PrincipalGone as gone:
+        return answers.refused(gone.code, str(gone))
+    mcp = retries.peek(principal, call_id)
+    if mcp is None:
+        raise CallNotFound("unknown call id")
+    return user, mcp
 
 
 def _context(principal: Principal, user: Any, request_id: str,
