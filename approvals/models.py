@@ -29,6 +29,18 @@ class ConfirmationRequestQuerySet(models.QuerySet):
         the ones the expiry sweep marks EXPIRED."""
         return self.filter(status=ConfirmationRequest.Status.PENDING, expires_at__lte=now or clock.now())
 
+    def any_due(self, *, now: datetime.datetime | None = None, tenant_id: int | None = None) -> bool:
+        """Whether any request (of tenant `tenant_id`, or of every tenant) is past its deadline at
+        `now` and undecided. Asked as "the earliest deadline of a waiting request", which the
+        partial indexes `request_due_by_tenant` / `request_due` answer with one index entry however
+        many requests wait or were decided (issue 28, item 2; tests/approvals/test_expiry_check_plan.py).
+        One SELECT."""
+        waiting = self.filter(status=ConfirmationRequest.Status.PENDING)
+        if tenant_id:
+            waiting = waiting.filter(tenant_id=tenant_id)
+        earliest = waiting.order_by("expires_at").values_list("expires_at", flat=True).first()
+        return earliest is not None and earliest <= (now or clock.now())
+
     def pending_or_confirmed(self) -> ConfirmationRequestQuerySet:
         """Requests not yet run nor ended (PENDING or CONFIRMED): what a newer request for the same
         action supersedes and what an ended run or a moved requester cancels."""
@@ -125,7 +137,14 @@ class ConfirmationRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["tenant", "status", "-created_at"])]
+        indexes = [
+            models.Index(fields=["tenant", "status", "-created_at"]),
+            # The settle-on-read expiry check before every page and API call (approvals.expiry:
+            # "is anything of this tenant due?") and the sweeper's "is anything due?": a range probe
+            # over the waiting rows' deadlines, whatever the number waiting (issue 28, item 2).
+            models.Index(fields=["tenant", "expires_at"], condition=Q(status="PENDING"), name="request_due_by_tenant"),
+            models.Index(fields=["expires_at"], condition=Q(status="PENDING"), name="request_due"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.status} ({self.id})"

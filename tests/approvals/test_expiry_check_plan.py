@@ -1,0 +1,92 @@
+"""The expiry check run before every page and API call ("is anything of this tenant due?",
+approvals.expiry.confirmations_expire_due) and the sweeper's "is anything due?" cost the same at 10
+and at 10,000 waiting requests: PostgreSQL answers both from the partial indexes on the waiting
+rows' deadlines (`request_due_by_tenant`, `request_due`), reading a few index pages, not every
+waiting row nor every decided request whose deadline has passed (the plain index on `expires_at`
+walks those) (issue 28, item 2). Asserted on `EXPLAIN (ANALYZE, BUFFERS)`, not on time.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from django.db import connection
+
+from agentplatform.runtime.models import Conversation
+from approvals.models import ConfirmationRequest
+from core import clock
+from tools.models import Tool
+
+pytestmark = pytest.mark.postgres
+
+
+def _requests(requester, count: int, *, start: int, decided: bool = False) -> None:
+    """`count` requests of `requester`: PENDING and none due (deadlines an hour to a day ahead), or
+    `decided` history (CONFIRMED, deadlines long past, as every decided request's is)."""
+    conversation = Conversation.objects.create(tenant_id=requester.tenant_id, user=requester, title="waiting")
+    tool = Tool.objects.get(name="cancel_order")
+    now = clock.now()
+    ConfirmationRequest.objects.bulk_create([
+        ConfirmationRequest(
+            tenant_id=requester.tenant_id, user=requester, conversation_id=conversation.pk,
+            tool_call_id=f"call_{start + n}", tool_id=tool.pk, tool_name="cancel_order",
+            arguments={"order_id": f"A{start + n:012d}"}, masked_arguments={}, arguments_hash=f"{start + n:064d}",
+            summary="waiting", risk="HIGH", policy="REQUESTER", quorum=1,
+            status="CONFIRMED" if decided else "PENDING",
+            expires_at=now + datetime.timedelta(hours=-24 if decided else 1, seconds=(start + n) % 80_000))
+        for n in range(count)], batch_size=2000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE approvals_confirmationrequest")
+
+
+def _plan(queryset) -> dict:
+    """The executed plan of what ConfirmationRequest.objects.any_due asks of `queryset` (the
+    waiting requests): the earliest deadline, one row."""
+    text = queryset.order_by("expires_at").values("expires_at")[:1].explain(format="json", analyze=True, buffers=True)
+    return json.loads(text)[0]["Plan"]
+
+
+def _blocks(plan: dict) -> int:
+    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+
+
+def _index_names(plan: dict) -> set[str]:
+    names = {plan["Index Name"]} if "Index Name" in plan else set()
+    for child in plan.get("Plans", []):
+        names |= _index_names(child)
+    return names
+
+
+def _probes(requester) -> tuple[dict, dict]:
+    waiting = ConfirmationRequest.objects.filter(status="PENDING")
+    return _plan(waiting.filter(tenant_id=requester.tenant_id)), _plan(waiting)
+
+
+def test_the_expiry_check_reads_the_same_few_pages_at_10_and_at_10000_waiting(db, requester):
+    _requests(requester, 10, start=0)
+    _requests(requester, 10, start=10, decided=True)
+    tenant_small, global_small = _probes(requester)
+    _requests(requester, 9_980, start=20)
+    _requests(requester, 9_990, start=10_000, decided=True)
+    tenant_large, global_large = _probes(requester)
+
+    due_indexes = {"request_due_by_tenant", "request_due"}
+    assert _index_names(tenant_large) & due_indexes, tenant_large
+    assert _index_names(global_large) & due_indexes, global_large
+    # One more level of the index at most, never a page per waiting row.
+    assert _blocks(tenant_large) <= _blocks(tenant_small) + 3, (tenant_small, tenant_large)
+    assert _blocks(global_large) <= _blocks(global_small) + 3, (global_small, global_large)
+    assert not ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id)
+    assert not ConfirmationRequest.objects.any_due()
+
+
+def test_any_due_says_whether_a_waiting_request_is_past_its_deadline(db, requester, people):
+    _requests(requester, 3, start=0)
+    _requests(requester, 3, start=3, decided=True)
+    other = people["globex"]["requester"]
+    assert not ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id)
+    later = clock.now() + datetime.timedelta(hours=2)  # past the first waiting deadline (1 h ahead)
+    assert ConfirmationRequest.objects.any_due(now=later, tenant_id=requester.tenant_id)
+    assert ConfirmationRequest.objects.any_due(now=later)
+    assert not ConfirmationRequest.objects.any_due(now=later, tenant_id=other.tenant_id)
