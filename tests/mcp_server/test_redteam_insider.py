@@ -144,8 +144,15 @@ def test_the_list_changed_watcher_stops_when_the_key_can_no_longer_call(mcp_live
                 while len(polls) < 2:  # the watcher runs
                     await anyio.sleep(0.05)
             await anyio.to_thread.run_sync(cut)
-            await anyio.sleep(1.0)  # a poll or two sees the key gone and ends the watcher
-            seen = len(polls)
+            # A poll or two sees the key gone and ends the watcher: wait until no poll came for a
+            # whole second (ten poll intervals), however loaded the machine; a watcher that never
+            # ends keeps polling and fails here.
+            with anyio.fail_after(15):
+                seen, quiet = len(polls), 0.0
+                while quiet < 1.0:
+                    await anyio.sleep(0.25)
+                    quiet = quiet + 0.25 if len(polls) == seen else 0.0
+                    seen = len(polls)
             await anyio.to_thread.run_sync(
                 lambda: tenant_tool_set_enabled(tenant_id=requester.tenant_id, tool_name=HIGH, enabled=False))
             await anyio.sleep(1.0)
