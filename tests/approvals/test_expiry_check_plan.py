@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -58,6 +59,33 @@ def _index_names(plan: dict) -> set[str]:
     return names
 
 
+def _generic(tenant_id: int | None) -> dict:
+    """The executed *generic* plan of the same probe as a prepared statement with bound parameters
+    (what a connection that prepared it runs, DB_PREPARED_STATEMENTS): status and tenant unknown
+    to the planner."""
+    where, args = ("status = $1 AND tenant_id = $2", ["PENDING", tenant_id]) if tenant_id else ("status = $1", ["PENDING"])
+    types = "text, bigint" if tenant_id else "text"
+    connection.ensure_connection()
+    # A client-side-binding cursor sends PREPARE's text as is (psycopg's default cursor would take
+    # its $1 for a parameter of its own).
+    with psycopg.ClientCursor(connection.connection) as cursor:
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE due_probe ({types}) AS SELECT expires_at FROM approvals_confirmationrequest "
+                       f"WHERE {where} ORDER BY expires_at LIMIT 1")
+        try:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE due_probe "
+                           f"({', '.join(['%s'] * len(args))})", args)
+            return _first_plan(cursor.fetchone()[0])
+        finally:
+            cursor.execute("DEALLOCATE due_probe")
+            cursor.execute("RESET plan_cache_mode")
+
+
+def _first_plan(explained) -> dict:
+    data = json.loads(explained) if isinstance(explained, str) else explained
+    return data[0]["Plan"]
+
+
 def _probes(requester) -> tuple[dict, dict]:
     waiting = ConfirmationRequest.objects.filter(status="PENDING")
     return _plan(waiting.filter(tenant_id=requester.tenant_id)), _plan(waiting)
@@ -79,6 +107,10 @@ def test_the_expiry_check_reads_the_same_few_pages_at_10_and_at_10000_waiting(db
     assert _blocks(global_large) <= _blocks(global_small) + 3, (global_small, global_large)
     assert not ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id)
     assert not ConfirmationRequest.objects.any_due()
+    # The same with the generic plan of a prepared statement (bound status and tenant).
+    for plan in (_generic(requester.tenant_id), _generic(None)):
+        assert _index_names(plan) & due_indexes, plan
+        assert _blocks(plan) <= _blocks(tenant_small) + 4, plan
 
 
 def test_any_due_says_whether_a_waiting_request_is_past_its_deadline(db, requester, people):
