@@ -33,7 +33,7 @@ class ConfirmationRequestQuerySet(models.QuerySet):
         """Whether any request (of tenant `tenant_id`, or of every tenant) is past its deadline at
         `now` and undecided. Asked as "the earliest deadline of a waiting request", which the
         partial indexes `request_due_by_tenant` / `request_due` answer with one index entry however
-        many requests wait or were decided (issue 28, item 2; tests/approvals/test_expiry_check_plan.py).
+        many requests wait or were decided (tests/approvals/test_expiry_check_plan.py).
         One SELECT."""
         waiting = self.filter(status=ConfirmationRequest.Status.PENDING)
         if tenant_id:
@@ -141,7 +141,7 @@ class ConfirmationRequest(models.Model):
             models.Index(fields=["tenant", "status", "-created_at"]),
             # The settle-on-read expiry check before every page and API call (approvals.expiry:
             # "the earliest deadline of a waiting request of this tenant") and the sweeper's (of any
-            # tenant): one index entry, whatever the number waiting or decided (issue 28, item 2).
+            # tenant): one index entry, whatever the number waiting or decided.
             # Not partial indexes: the status is a bound parameter of a prepared statement, and a
             # generic plan cannot prove a partial index's predicate.
             models.Index(fields=["tenant", "status", "expires_at"], name="request_due_by_tenant"),

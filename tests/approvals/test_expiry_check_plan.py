@@ -3,7 +3,7 @@ approvals.expiry.confirmations_expire_due) and the sweeper's "is anything due?" 
 and at 10,000 waiting requests: PostgreSQL answers both from the partial indexes on the waiting
 rows' deadlines (`request_due_by_tenant`, `request_due`), reading a few index pages, not every
 waiting row nor every decided request whose deadline has passed (the plain index on `expires_at`
-walks those) (issue 28, item 2). Asserted on `EXPLAIN (ANALYZE, BUFFERS)`, not on time.
+walks those). Asserted on `EXPLAIN (ANALYZE, BUFFERS)`, not on time.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two kinds of provider shapes that were refused (issue 27, item 10; docs/providers.md):
+"""Two kinds of provider shapes that were refused (docs/providers.md):
 arguments that say nothing, and a call the provider sends twice whole.
 
 Each shape goes through `POST /api/v1/chat/`, the real agent loop and the real `openai` SDK

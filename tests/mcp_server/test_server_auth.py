@@ -27,7 +27,9 @@ def _refused(response, code: str) -> None:
 
 
 def test_no_header_is_not_authenticated(mcp_live, requester):
-    _refused(raw_post(mcp_live.url, INIT), "NOT_AUTHENTICATED")
+    response = raw_post(mcp_live.url, INIT)
+    _refused(response, "NOT_AUTHENTICATED")
+    assert "mcp-session-id" not in response.headers  # no session was opened
 
 
 @pytest.mark.parametrize("header", ["Token abc", "Bearer", "Bearer a b", "Basic Zm9vOmJhcg=="])
@@ -70,7 +72,9 @@ def test_inactive_user_fails(mcp_live, requester):
 
 def test_user_without_tenant_is_refused(mcp_live, operator):
     key = issue_key(operator)
-    _refused(raw_post(mcp_live.url, INIT, key=key), "NO_TENANT")
+    response = raw_post(mcp_live.url, INIT, key=key)
+    _refused(response, "NO_TENANT")
+    assert "mcp-session-id" not in response.headers and key not in response.text
 
 
 def test_valid_key_initializes(mcp_live, requester):
