@@ -302,3 +302,12 @@ def api_key_refused(*, tenant_id: int, status: str, actor_id: int | None, masked
     Returns the row."""
     return _write(tenant_id=tenant_id, decision=Decision.REFUSED, status=status, actor_id=actor_id,
                   masked_arguments=masked_arguments, message=message)
+
+
+def retention_applied(*, tenant_id: int, details: dict[str, Any], message: str) -> AuditEvent:
+    """CONTROL_CHANGE (status DELETED, object type "retention"): a retention run archived and
+    deleted records of the tenant. `details`: {"object": {"type": "retention", "id": run id},
+    "settings": the days applied, "archives": [{kind, path, sha256, rows, first_seq, last_seq}],
+    "deleted": {class: rows}}. The actor is the platform (no user). Returns the row."""
+    return _write(tenant_id=tenant_id, decision=Decision.CONTROL_CHANGE, status="DELETED",
+                  masked_arguments=details, message=message)

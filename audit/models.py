@@ -153,3 +153,42 @@ class AuditChainHead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}@{self.seq}"
+
+
+class RetentionArchive(models.Model):
+    """One file of records that left the database under a tenant's retention (docs/operations.md,
+    "Retention and storage"), written and fsynced before any of its rows were deleted.
+
+    kind AUDIT: the tenant's audit rows chain_seq `first_seq`..`last_seq` as a JSON Lines export
+    (audit.export) that `python -m audit.verify_export FILE` checks; `prev_hash` is the row_hash
+    the first of them links to ("" from the start of the trail), `last_hash` the last one's
+    row_hash: the online chain continues from it (audit.chain.online_chain_start). On PostgreSQL
+    an audit row may be deleted only when its chain_seq is at most the newest AUDIT archive's
+    `last_seq` (trigger of migration 0014), and rows of this table can be neither changed nor
+    deleted. kind REQUESTS: decided confirmation requests with their approvals and views (no
+    chain positions). `sha256`: hex SHA-256 of the file's bytes; `rows`: records in it; `path`:
+    relative to RETENTION_ARCHIVE_DIR.
+    """
+
+    class Kind(models.TextChoices):
+        AUDIT = "AUDIT"
+        REQUESTS = "REQUESTS"
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    first_seq = models.BigIntegerField(null=True, blank=True)
+    last_seq = models.BigIntegerField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    last_hash = models.CharField(max_length=64, blank=True)
+    path = models.CharField(max_length=500)
+    sha256 = models.CharField(max_length=64)
+    rows = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "kind", "last_seq"], name="retention_archive_last")]
+        constraints = [models.UniqueConstraint(fields=["tenant", "kind", "first_seq"], name="retention_archive_once")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.kind} {self.path}"

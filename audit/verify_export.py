@@ -15,6 +15,14 @@ up by one (without --partial; a filtered export has gaps, which --partial accept
 that the first row of a trail (chain_seq 1) links to nothing. Exit 0 and print the row count and the
 head hash (the last row's row_hash) when every row fits; exit 1 naming the first row (line, chain_seq,
 id) that does not; exit 2 when the file cannot be read.
+
+An archive file of the retention run (docs/operations.md, "Retention and storage") has a manifest
+beside it, FILE.manifest.json (or given with --manifest): the file's SHA-256, row count, first and
+last chain_seq, the hash its first row links to (prev_hash) and its last row's hash. With a
+manifest the file must hash to the manifest's SHA-256 (an edit made after archiving fails here even
+if the rows were re-hashed), its first row must be the manifest's first_seq linking to its
+prev_hash (so a cut that starts mid-trail verifies without --partial), and the count, last
+chain_seq and last hash must be the manifest's.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import argparse
 import csv
 import hashlib
 import json
+import os
 import sys
 from typing import Any, Iterator
 
@@ -105,8 +114,48 @@ def read_rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise Unfit(f"line {reader.line_num} has a value that does not parse ({error})") from error
 
 
-def verify(path: str, *, partial: bool = False) -> tuple[int, str, int, int]:
+def file_sha256(path: str) -> str:
+    """Hex SHA-256 of the bytes of the file at `path`. Raises OSError."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_manifest(path: str, manifest_path: str) -> dict[str, Any]:
+    """The manifest of the archive file at `path`, after checking the file's SHA-256 against it.
+
+    Raises Unfit when the manifest is not a JSON object with sha256, first_seq and prev_hash, or
+    when the file's bytes do not hash to its sha256 (the file changed after it was archived);
+    OSError when either cannot be read.
+    """
+    with open(manifest_path, encoding="utf-8") as handle:
+        try:
+            manifest = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise Unfit(f"the manifest {manifest_path} is not JSON ({error.msg})") from error
+    if not isinstance(manifest, dict) or not {"sha256", "first_seq", "prev_hash"} <= set(manifest):
+        raise Unfit(f"the manifest {manifest_path} lacks sha256, first_seq or prev_hash")
+    actual = file_sha256(path)
+    if actual != manifest["sha256"]:
+        raise Unfit(f"the file's SHA-256 {actual} is not its manifest's {manifest['sha256']}: "
+                    "the file was changed after it was archived")
+    return manifest
+
+
+def check_against_manifest(manifest: dict[str, Any], count: int, head: str, last_seq: int) -> None:
+    """Raise Unfit when the verified file's row count, last chain_seq or head hash is not the manifest's."""
+    for name, actual in (("rows", count), ("last_seq", last_seq), ("last_hash", head)):
+        if name in manifest and manifest[name] != actual:
+            raise Unfit(f"the file has {name} {actual} but its manifest says {manifest[name]}")
+
+
+def verify(path: str, *, partial: bool = False, start: tuple[int, str] | None = None) -> tuple[int, str, int, int]:
     """Check every row of the export at `path`; return (rows, head hash, gaps, redacted rows).
+
+    start: (chain_seq, prev_hash) the first row must have (an archive that continues a trail, from
+    its manifest); None: the first row is chain_seq 1 (or anything with `partial`).
 
     Raises Unfit naming the first row that does not fit: its content does not give its row_hash,
     its prev_hash is not the previous row's row_hash, its chain_seq does not follow (without
@@ -142,6 +191,10 @@ def verify(path: str, *, partial: bool = False) -> tuple[int, str, int, int]:
             else:
                 raise Unfit(f"rows chain_seq={previous['chain_seq'] + 1}..{seq - 1} are missing before {name}: "
                             "deleted (or the export was filtered: use --partial)")
+        elif start is not None:
+            if (seq, prev_hash) != (start[0], start[1]):
+                raise Unfit(f"{name} is not the manifest's first row (chain_seq={start[0]} linking to "
+                            f"{start[1] or 'nothing'}): rows missing or replaced at the start")
         elif seq != 1 and not partial:
             raise Unfit(f"{name} is not the first row of the trail (chain_seq 1): the file starts late "
                         "(or the export was filtered: use --partial)")
@@ -152,6 +205,16 @@ def verify(path: str, *, partial: bool = False) -> tuple[int, str, int, int]:
     return count, previous["row_hash"], gaps, redacted
 
 
+def verify_archive(path: str, manifest_path: str) -> tuple[int, str]:
+    """Check an archive file against its manifest and every row's link; return (rows, head hash).
+    Raises Unfit (see read_manifest, verify, check_against_manifest) or OSError."""
+    manifest = read_manifest(path, manifest_path)
+    count, head, _gaps, _redacted = verify(path, start=(int(manifest["first_seq"]), manifest["prev_hash"] or ""))
+    last_seq = int(manifest["first_seq"]) + count - 1
+    check_against_manifest(manifest, count, head, last_seq)
+    return count, head
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status (0 fits, 1 a row does not fit, 2 unreadable)."""
     parser = argparse.ArgumentParser(prog="python -m audit.verify_export", description=(
@@ -160,8 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partial", action="store_true",
                         help="accept gaps in chain_seq (an export of a filtered trail); each row and each "
                              "consecutive link is still checked")
+    parser.add_argument("--manifest", help="the archive's manifest (default: FILE.manifest.json when it exists)")
     args = parser.parse_args(argv)
+    manifest_path = args.manifest or (args.file + ".manifest.json")
     try:
+        if args.manifest or os.path.exists(manifest_path):
+            count, head = verify_archive(args.file, manifest_path)
+            print(f"OK: {count} rows, head {head} (archive: SHA-256 and manifest match)")
+            return 0
         count, head, gaps, redacted = verify(args.file, partial=args.partial)
     except OSError as error:
         print(f"cannot read {args.file}: {error.strerror or error}", file=sys.stderr)
