@@ -77,6 +77,8 @@ INSTALLED_APPS = [
     "notifications",
     # the REST API (its HTTP Idempotency-Key records) sits on top of everything
     "agentplatform.api",
+    # retention: how long each class of records stays online, archive first (docs/operations.md)
+    "agentplatform.retention",
     # control-plane audit: receivers on every model an administrator changes (docs/roles.md)
     "agentplatform.controlplane",
     # the MCP server at /mcp/: the governed tools for agents of any framework (docs/mcp.md)
@@ -396,9 +398,26 @@ CELERY_BEAT_SCHEDULE = {
     "refresh-mcp-tool-lists": {"task": "mcp_sources.refresh_tool_lists", "schedule": 60.0},
     "prune-http-idempotency-keys": {"task": "api.prune_http_idempotency_keys", "schedule": 3600.0},
     "expire-control-changes": {"task": "controlplane.expire_control_changes", "schedule": 300.0},
+    "apply-retention": {"task": "retention.apply_retention", "schedule": float(env_int("RETENTION_INTERVAL_SECONDS", 86_400))},
 }
 # How long a pending control change waits for its second person (docs/roles.md, "Trust model").
 CONTROL_CHANGE_TTL_HOURS = env_int("CONTROL_CHANGE_TTL_HOURS", 72)
+
+# --- Retention (docs/operations.md, "Retention and storage") -----------------------------------
+# How many days each class of records stays online by default; a tenant's row in the admin
+# (agentplatform.retention.models.TenantRetention) overrides them. 0 = keep forever.
+RETENTION_RUN_EVENT_DAYS = env_int("RETENTION_RUN_EVENT_DAYS", 30)
+RETENTION_CONVERSATION_DAYS = env_int("RETENTION_CONVERSATION_DAYS", 180)
+RETENTION_REQUEST_DAYS = env_int("RETENTION_REQUEST_DAYS", 365)
+RETENTION_AUDIT_DAYS = env_int("RETENTION_AUDIT_DAYS", 400)
+# No tenant setting may keep audit rows online for fewer days than this (the floor is the
+# operator's, through the environment; a tenant administrator cannot lower it).
+RETENTION_AUDIT_MIN_DAYS = env_int("RETENTION_AUDIT_MIN_DAYS", 365)
+# Where archive files go (one directory per tenant); S3 and other object stores are not built in:
+# mount or sync this directory (docs/operations.md).
+RETENTION_ARCHIVE_DIR = env_str("RETENTION_ARCHIVE_DIR", str(BASE_DIR / "var" / "retention"))
+# Rows deleted per transaction (each batch is one short transaction: no long locks).
+RETENTION_BATCH = env_int("RETENTION_BATCH", 1000)
 
 # --- Model access -------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "https://api.openai.com/v1")

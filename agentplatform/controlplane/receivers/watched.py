@@ -12,6 +12,7 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from knox.models import get_token_model
 
 from core.redaction.endpoints import command_line_digest, digest, names, url_record
+from agentplatform.retention.models import TenantRetention
 from agentplatform.tenancy.models import Tenant, TenantGroup, User
 from agentplatform.tenancy.roles import admin_role
 from agentplatform.tenancy.services import AUDIT_TENANT_ATTR
@@ -141,6 +142,13 @@ def _watched() -> dict[type, Watched]:
             lambda e: {"tenant": e.tenant.slug, "name": e.name, "host": host_of(e.url),
                        **url_record(e.url, keep_path=False), "is_active": e.is_active, "secret": e.secret},
             lambda e: [e.tenant_id], lambda e: f"{e.tenant.slug}/{e.name or e.pk}"),
+        # How long each class of the tenant's records stays online (docs/operations.md, "Retention
+        # and storage"): shortening the audit trail's is an insider's way to erase evidence.
+        TenantRetention: Watched(
+            "retention",
+            lambda r: {"run_event_days": r.run_event_days, "conversation_days": r.conversation_days,
+                       "request_days": r.request_days, "audit_days": r.audit_days},
+            lambda r: [r.tenant_id], lambda r: f"retention of {r.tenant.slug}"),
     }
 
 
