@@ -193,6 +193,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and not env
     # atomic block (the transaction's end releases it; agentplatform/pgbackend/base.py).
     DATABASES["default"]["ENGINE"] = "agentplatform.pgbackend"
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "") or None}
+if env_str("RETENTION_DATABASE_URL"):
+    # The retention run's own role (docs/operations.md, "Retention and storage"): the only one that
+    # may record an archive and delete archived audit rows; the application's role may do neither.
+    DATABASES["retention"] = {**DATABASES["default"], **dj_database_url.parse(
+        env_str("RETENTION_DATABASE_URL"), conn_max_age=0), "TEST": {"MIRROR": "default"}}
+    DATABASES["retention"]["OPTIONS"] = {k: v for k, v in DATABASES["retention"].get("OPTIONS", {}).items()
+                                         if k != "pool"}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" and not DATABASES["default"]["TEST"]["NAME"]:
     # Tests on SQLite use a file, not Django's shared-cache in-memory database: under shared cache a
     # live-server thread that meets another's write fails at once with "database table is locked"

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.conf import settings
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from audit.chain import online_chain_start
@@ -29,6 +30,13 @@ from audit.models import AuditEvent, RetentionArchive
 
 MANIFEST_SUFFIX = ".manifest.json"
 MANIFEST_FORMAT = "agentplatform-retention-archive/1"
+
+
+def archive_alias() -> str:
+    """The database alias retention writes archive records and deletes audit rows through:
+    "retention" when RETENTION_DATABASE_URL configures the retention role (the application's role
+    holds neither right: `manage.py grant_app_role`), else "default"."""
+    return "retention" if "retention" in settings.DATABASES else "default"
 
 
 class ArchiveRefused(Exception):
@@ -124,9 +132,10 @@ def audit_archive_write(*, tenant_id: int, tenant_slug: str, last: int, root: Pa
                           "file": path.name, "first_seq": first, "last_seq": last, "prev_hash": prev_hash,
                           "last_hash": state["hash"], "rows": state["count"], "sha256": sha256,
                           "created_at": created_at.isoformat()})
+    alias = archive_alias()
     try:
-        with transaction.atomic():
-            return RetentionArchive.objects.create(
+        with transaction.atomic(using=alias):
+            return RetentionArchive.objects.using(alias).create(
                 tenant_id=tenant_id, kind=RetentionArchive.Kind.AUDIT, first_seq=first, last_seq=last,
                 prev_hash=prev_hash, last_hash=state["hash"], path=relative, sha256=sha256, rows=state["count"],
                 created_at=created_at)
@@ -150,7 +159,8 @@ def audit_archived_prune(*, tenant_id: int, batch: int) -> int:
     table = AuditEvent._meta.db_table
     sql = (f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE tenant_id = %s AND chain_seq <= %s "
            f"ORDER BY chain_seq LIMIT %s)")
-    with transaction.atomic(), connection.cursor() as cursor:
+    connection = connections[archive_alias()]
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET LOCAL agentplatform.retention = 'on'")
         cursor.execute(sql, [tenant_id, last, batch])

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from agentplatform.runtime.models import Run
 from approvals.models import Approval, ConfirmationRequest, RequestView
-from audit.archive import write_archive_file, write_manifest
+from audit.archive import archive_alias, write_archive_file, write_manifest
 from audit.models import RetentionArchive
 from core.redaction.text import mask_json, mask_text
 
@@ -103,8 +103,9 @@ def requests_archive_chunk(*, tenant_id: int, tenant_slug: str, before: datetime
                           "first_created_at": requests[0].created_at.isoformat(),
                           "last_created_at": requests[-1].created_at.isoformat(),
                           "created_before": before.isoformat(), "created_at": created_at.isoformat()})
-    record = RetentionArchive.objects.create(tenant_id=tenant_id, kind=RetentionArchive.Kind.REQUESTS, path=relative,
-                                             sha256=sha256, rows=len(requests), created_at=created_at)
+    record = RetentionArchive.objects.using(archive_alias()).create(tenant_id=tenant_id, kind=RetentionArchive.Kind.REQUESTS, path=relative,
+                                                               sha256=sha256, rows=len(requests),
+                                                               created_at=created_at)
     return record, ids
 
 

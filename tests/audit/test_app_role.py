@@ -79,6 +79,9 @@ def test_the_app_role_writes_rows_and_appends_to_the_trail_but_cannot_empty_it(r
         "TRUNCATE audit_auditevent": errors.InsufficientPrivilege,
         "DELETE FROM audit_auditchainhead": errors.InsufficientPrivilege,
         "TRUNCATE audit_auditchainhead": errors.InsufficientPrivilege,
+        # archive records are the retention role's (a forged one would unlock deletion of the trail)
+        "INSERT INTO audit_retentionarchive (tenant_id, kind, path, sha256, rows, created_at, prev_hash, last_hash) "
+        "VALUES (1, 'AUDIT', 'x', 'x', 1, now(), '', '')": errors.InsufficientPrivilege,
         "ALTER TABLE audit_auditevent DISABLE TRIGGER ALL": errors.InsufficientPrivilege,
         "SET session_replication_role = replica": errors.InsufficientPrivilege,
         "DROP TABLE audit_auditevent": errors.InsufficientPrivilege,

@@ -8,6 +8,7 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 
+from agentplatform.retention.services import tenant_retention_set
 from agentplatform.tenancy.credentials import api_key_issue
 from agentplatform.controlplane.bundles import policy_bundle_apply
 from agentplatform.controlplane.guards.gate import Gated
@@ -54,6 +55,7 @@ def globex_evidence(people, client, django_capture_on_commit_callbacks):
                                             "tool_id": Tool.objects.get(name="refund_order").pk},
         {"approve_tool": False}, {"approve_tool": True, "tool": "refund_order"}, "grant approve_tool to globex-nobody"))
     TenantModelQuota.objects.create(tenant=requester.tenant, calls_per_day=1000)
+    tenant_retention_set(actor=globex["admin"], tenant_id=requester.tenant_id, values={"run_event_days": 7})
     policy_bundle_apply(tenant=requester.tenant, text=EXAMPLE, actor=globex["admin"])  # a policy bundle version
     client.force_login(requester)
     response = client.post("/api/v1/chat/", data=json.dumps({"message": "How many SKU-10001 in WH-HZ-01?"}),

@@ -55,7 +55,7 @@ def test_tenant_admin_gets_404_on_every_page_of_the_other_tenants_objects(client
         assert client.get(f"/admin/tenancy/user/{user.pk}/password/").status_code == 404
     assert {"AuditEvent", "ConfirmationRequest", "Approval", "Conversation", "Run", "RunEvent", "IdempotencyRecord",
             "HttpIdempotencyKey", "TenantToolPolicy", "User", "Group", "ApiKey", "Tenant", "Order", "Refund",
-            "Cancellation", "StockLevel", "WebhookEndpoint", "WebhookDelivery", "PendingControlChange", "McpCall"} <= set(checked)
+            "Cancellation", "StockLevel", "WebhookEndpoint", "WebhookDelivery", "PendingControlChange", "McpCall", "TenantRetention"} <= set(checked)
     assert ApiKey.objects.filter(user=globex_evidence["requester"]).exists()
 
 

@@ -22,6 +22,9 @@ GRANTS = (
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
     "REVOKE UPDATE, DELETE, TRUNCATE ON audit_auditevent FROM {role}",      # the trail: append only
     "REVOKE DELETE, TRUNCATE ON audit_auditchainhead FROM {role}",          # heads move forward only
+    # Archive records are the retention role's to write (docs/operations.md, "Retention and
+    # storage"): the application could otherwise record a forged archive and so unlock deletion.
+    "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON audit_retentionarchive FROM {role}",
     # Tables and sequences a later migration creates (as this owner) get the same row access at
     # once, so the application does not fail between a migrate and the next run of this command.
     "ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
