@@ -425,6 +425,10 @@ RETENTION_AUDIT_MIN_DAYS = env_int("RETENTION_AUDIT_MIN_DAYS", 365)
 RETENTION_ARCHIVE_DIR = env_str("RETENTION_ARCHIVE_DIR", str(BASE_DIR / "var" / "retention"))
 # Rows deleted per transaction (each batch is one short transaction: no long locks).
 RETENTION_BATCH = env_int("RETENTION_BATCH", 1000)
+# The daily task's time limits: a first run over a long history may take a while; one stopped by
+# the limit is completed by the next (every step is idempotent).
+RETENTION_SOFT_TIME_LIMIT = env_int("RETENTION_SOFT_TIME_LIMIT", 3300)
+RETENTION_TIME_LIMIT = env_int("RETENTION_TIME_LIMIT", 3600)
 
 # --- Model access -------------------------------------------------------------
 LLM_BASE_URL = env_str("LLM_BASE_URL", "https://api.openai.com/v1")
