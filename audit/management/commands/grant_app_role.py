@@ -4,7 +4,8 @@ nothing more (docs/operations.md, "Run the application with a role that owns not
 Run it as the tables' owner (the role that ran `migrate`), after every `migrate`: it grants ROLE
 SELECT, INSERT, UPDATE and DELETE on every table and USAGE on every sequence of the schema, then
 takes back UPDATE, DELETE and TRUNCATE on the audit trail and DELETE and TRUNCATE on its chain
-heads, so the trail is append-only for the application by privilege, before any trigger runs;
+heads, and every write to the retention archive records (the retention role's: docs/operations.md,
+"Retention and storage"), so the trail is append-only for the application by privilege, before any trigger runs;
 and makes the same row access the default for tables the owner creates later (a new migration).
 ROLE cannot disable a trigger (only an owner can), change `session_replication_role` (superuser
 only) or drop anything. Idempotent. PostgreSQL only; exits 2 on another database, for an unknown
