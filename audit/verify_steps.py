@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from audit.chain import body_digest, link_hash
+from audit.chain import body_digest, link_hash, online_chain_start
 from audit.models import AuditChainHead, AuditEvent
 
 STEP_ROWS = 2000
@@ -45,7 +45,8 @@ def head_seq(*, tenant_id: int) -> int:
 def verify_step(*, tenant_id: int, after: int = 0, limit: int = STEP_ROWS) -> StepReport:
     """Check the tenant's rows with chain_seq in (after, after + limit].
 
-    after: the last position already checked (0 to start). limit: rows per step (1..STEP_ROWS).
+    after: the last position already checked (0 to start; a position inside the archived part of
+    the trail starts where the online chain starts). limit: rows per step (1..STEP_ROWS).
     Returns a StepReport; never raises for a broken chain (it reports it).
     """
     limit = max(1, min(limit, STEP_ROWS))
@@ -55,8 +56,10 @@ def verify_step(*, tenant_id: int, after: int = 0, limit: int = STEP_ROWS) -> St
     def report(through: int, done: bool, problem: str = "", bad: int | None = None) -> StepReport:
         return StepReport(through, head["seq"], head["hash"], done or bool(problem), problem, bad)
 
-    prev_hash = ""
-    if after:
+    # After a retention cut the online chain starts past the newest archive (its file holds the rest).
+    first, prev_hash = online_chain_start(tenant_id)
+    after = max(after, first - 1)
+    if after > first - 1:
         prev_hash = AuditEvent.objects.filter(tenant_id=tenant_id, chain_seq=after).values_list(
             "row_hash", flat=True).first()
         if prev_hash is None:

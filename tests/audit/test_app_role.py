@@ -109,3 +109,58 @@ def test_grant_app_role_refuses_a_role_that_owns_the_tables_or_does_not_exist(ro
 
     assert owns.returncode == 2 and "owns tables" in owns.stderr
     assert unknown.returncode == 2 and "no database role" in unknown.stderr
+
+
+def test_only_the_retention_role_records_archives_and_deletes_archived_rows(roles):
+    """The retention role of docs/operations.md ("Retention and storage"), granted as documented:
+    it records an archive and then deletes exactly the rows it covers; the application's role can
+    do neither, and the retention role cannot delete a row no archive covers."""
+    assert _manage(roles["owner_url"], "grant_app_role", roles["app"]).returncode == 0
+    assert _manage(roles["app_url"], "seed_demo").returncode == 0
+    retention = f"ap_retention_{uuid.uuid4().hex[:8]}"
+    base = os.environ["DATABASE_URL"]
+    admin = psycopg.connect(_url(base, user=urlsplit(base).username or "postgres", database="postgres"), autocommit=True)
+    admin.execute(f"CREATE ROLE {retention} LOGIN")
+    try:
+        with psycopg.connect(roles["owner_url"], autocommit=True) as owner:
+            for statement in (f"GRANT USAGE ON SCHEMA public TO {retention}",
+                              f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {retention}",
+                              f"GRANT DELETE ON audit_auditevent TO {retention}",
+                              f"GRANT INSERT ON audit_retentionarchive TO {retention}",
+                              f"GRANT USAGE ON SEQUENCE audit_retentionarchive_id_seq TO {retention}"):
+                owner.execute(statement)
+            tenant_id, last_hash = owner.execute(
+                "SELECT tenant_id, row_hash FROM audit_auditevent WHERE chain_seq = 2 ORDER BY tenant_id LIMIT 1").fetchone()
+        record = ("INSERT INTO audit_retentionarchive (tenant_id, kind, first_seq, last_seq, prev_hash, last_hash, path, "
+                  "sha256, rows, created_at) VALUES (%s, 'AUDIT', 1, 2, '', %s, 'x', 'x', 2, now())")
+        delete = "DELETE FROM audit_auditevent WHERE tenant_id = %s AND chain_seq <= %s"
+        with psycopg.connect(roles["app_url"]) as app:
+            with pytest.raises(errors.InsufficientPrivilege):
+                app.execute(record, [tenant_id, last_hash])
+            app.rollback()
+        with psycopg.connect(roles["app_url"]) as app:
+            app.execute("SET LOCAL agentplatform.retention = 'on'")
+            with pytest.raises(errors.InsufficientPrivilege):
+                app.execute(delete, [tenant_id, 2])
+            app.rollback()
+
+        retention_url = _url(base, user=retention, database=urlsplit(roles["owner_url"]).path.lstrip("/"))
+        with psycopg.connect(retention_url) as role:
+            role.execute(record, [tenant_id, last_hash])
+        with psycopg.connect(retention_url) as role:
+            role.execute("SET LOCAL agentplatform.retention = 'on'")
+            with pytest.raises(errors.InsufficientPrivilege, match="append-only"):
+                role.execute(delete, [tenant_id, 3])  # row 3 is in no archive
+            role.rollback()
+        with psycopg.connect(retention_url) as role:
+            role.execute("SET LOCAL agentplatform.retention = 'on'")
+            assert role.execute(delete, [tenant_id, 2]).rowcount == 2
+        verified = _manage(roles["app_url"], "audit_verify")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    finally:
+        with psycopg.connect(roles["owner_url"], autocommit=True) as owner:
+            owner.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {retention}")
+            owner.execute(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {retention}")
+            owner.execute(f"REVOKE ALL ON SCHEMA public FROM {retention}")
+        admin.execute(f"DROP ROLE IF EXISTS {retention}")
+        admin.close()

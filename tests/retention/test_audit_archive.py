@@ -9,6 +9,7 @@ import json
 from agentplatform.retention.services import retention_run
 from audit.chain import online_chain_start, verify_tenant
 from audit.models import AuditChainHead, AuditEvent, RetentionArchive
+from audit.verify_steps import verify_step
 
 from tests.retention.support import audit_rows, now_cutting_before, only_audit_retention, verify_file
 
@@ -70,6 +71,12 @@ def test_a_second_cut_continues_from_the_first_archive(requester, settings, tmp_
     check = verify_tenant(tenant)
     assert check.ok, check.problem
     assert check.head_seq == AuditChainHead.objects.get(tenant=tenant).seq
+    # the audit page's stepwise check starts after the newest archive too
+    step = verify_step(tenant_id=tenant.pk, after=0, limit=2)
+    assert step.ok and not step.done and step.checked_through == second.last_seq + 2
+    while not step.done:
+        step = verify_step(tenant_id=tenant.pk, after=step.checked_through, limit=2)
+    assert step.ok and step.checked_through == check.head_seq
 
 
 def test_an_archive_file_edited_afterwards_fails_its_manifest(requester, settings, tmp_path):
