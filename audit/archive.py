@@ -84,12 +84,22 @@ def audit_archive_bounds(*, tenant_id: int, before) -> tuple[int, int, str]:
     `before` (an aware datetime) and the hash the first links to; last < first when there is none.
     Two SELECTs (the archive table; one entry of the (tenant, occurred_at) index)."""
     first, prev_hash = online_chain_start(tenant_id)
-    rows = AuditEvent.objects.filter(tenant_id=tenant_id, occurred_at__lt=before, chain_seq__gte=first)
-    # The cut is the position of the newest old row (one entry of the index). occurred_at is
-    # stamped just before the position is taken, so rows written within the same moments may sit
-    # on either side of it: the cut is a chain position, exact to those moments.
-    last = rows.order_by("-occurred_at", "-chain_seq").values_list("chain_seq", flat=True).first()
+    last = newest_before(tenant_id=tenant_id, before=before, first=first).first()
     return first, (last if last is not None else first - 1), prev_hash
+
+
+def newest_before(*, tenant_id: int, before, first: int):
+    """The query of the cut: the chain position of the tenant's newest online row that occurred
+    before `before` (a values_list queryset; `.first()` runs it).
+
+    The cut is that row's position. occurred_at is stamped just before the position is taken, so
+    rows written within the same moments may sit on either side of it: the cut is a chain
+    position, exact to those moments. Ordered by occurred_at alone, so the (tenant, occurred_at)
+    index answers it backwards with LIMIT 1 whatever the trail's length (a second sort key would
+    sort every old row; tests/retention/test_cut_plan.py).
+    """
+    return (AuditEvent.objects.filter(tenant_id=tenant_id, occurred_at__lt=before, chain_seq__gte=first)
+            .order_by("-occurred_at").values_list("chain_seq", flat=True))
 
 
 def audit_archive_write(*, tenant_id: int, tenant_slug: str, last: int, root: Path) -> RetentionArchive | None:
