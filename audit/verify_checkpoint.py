@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import datetime
 import hmac
+import logging
+import time
 
+from django.apps import apps
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
+from audit import metrics
 from audit.chain import body_digest, link_hash
 from audit.models import AuditChainHead, AuditEvent, AuditVerifyCheckpoint
 from audit.verify import FROM_THE_FIRST_ROW, ChainStart, ChainVerdict, verify_chain
 
+logger = logging.getLogger(__name__)
 _SEAL_SALT = "agentplatform.audit.verify_checkpoint"
 
 
@@ -137,3 +142,28 @@ def _refused(tenant, checkpoint: AuditVerifyCheckpoint, problem: str, *, verdict
     return ChainVerdict(tenant.slug, False, verdict.rows if verdict else 0, head["seq"], head["hash"],
                         checkpoint.seq, checkpoint.seq, checkpoint.row_hash, verdict.complete if verdict else False,
                         problem)
+
+
+def chains_verify(*, limit: int | None = None) -> int:
+    """The scheduled run: verify every tenant's chain from its checkpoint (`chain_verify`), set the
+    metrics (audit.metrics.audit_chain_verified) and log an ERROR naming the tenant and the first
+    fault of each broken chain.
+
+    limit: at most this many rows per tenant this run (AUDIT_VERIFY_MAX_ROWS_PER_RUN when None); a
+    tenant further behind catches up over the next runs. A tenant whose run fails with a
+    DatabaseError is logged and skipped (its metrics stay as they were). Returns how many chains
+    are broken.
+    """
+    limit = settings.AUDIT_VERIFY_MAX_ROWS_PER_RUN if limit is None else limit
+    broken = 0
+    for tenant in apps.get_model("tenancy", "Tenant").objects.order_by("pk"):
+        try:
+            verdict = chain_verify(tenant=tenant, limit=limit)
+        except DatabaseError:
+            logger.exception("audit chain verification of tenant %s could not run", tenant.slug)
+            continue
+        metrics.audit_chain_verified(tenant_id=tenant.pk, ok=verdict.ok, verified_seq=verdict.last_seq, at=time.time())
+        if not verdict.ok:
+            broken += 1
+            logger.error("audit chain of tenant %s is BROKEN: %s", tenant.slug, verdict.problem)
+    return broken
