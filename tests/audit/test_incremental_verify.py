@@ -143,7 +143,7 @@ def test_the_fast_body_is_the_writers_canonical_json_for_every_kind_of_column(re
     if connection.vendor == "postgresql":
         from audit.verify import _postgres_rows
 
-        fast = {seq: digest() for seq, _, _, _, digest in _postgres_rows(requester.tenant_id, ChainStart(), None)}
+        fast = {seq: digest for seq, _, _, _, digest in _postgres_rows(requester.tenant_id, ChainStart(), None)}
         names = [f.attname for f in AuditEvent._meta.concrete_fields]
         for row in AuditEvent.objects.filter(tenant=requester.tenant).values(*names):
             assert fast[row["chain_seq"]] == chain.body_digest(row)
