@@ -36,6 +36,7 @@ from audit.chain import UNHASHED_FIELDS, body_digest, link_hash
 
 logger = logging.getLogger(__name__)
 FETCH_ROWS = 5000  # rows per FETCH of the server-side cursor: one round trip each
+_JSON_CACHE_SIZE = 4096  # distinct texts remembered per JSON column
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
@@ -168,6 +169,10 @@ def _postgres_rows(tenant_id: int, start: ChainStart, limit: int | None) -> Iter
         sql += " LIMIT %s"
         params.append(limit)
     encode, decode, sha256 = _ENCODER.encode, _json, hashlib.sha256
+    # The canonical member of each JSON column by its stored text: policy rules, channels and
+    # execution holders repeat from row to row, and decoding and re-encoding them is the costliest
+    # step here. Bounded: once full, a column's cache is emptied and refilled.
+    members_of: dict[int, dict[str, str]] = {index: {} for kind, index, _ in plan if kind == _JSON}
     with connection.chunked_cursor() as cursor:
         cursor.execute(sql, params)
         while batch := cursor.fetchmany(FETCH_ROWS):
@@ -178,10 +183,21 @@ def _postgres_rows(tenant_id: int, start: ChainStart, limit: int | None) -> Iter
                     if kind == _SEGMENT:
                         if value:
                             members.append(value)
-                    elif value is not None:
-                        value = decode(value) if kind == _JSON else _float(value)
-                        if value is not None and value != "":
-                            members.append(prefix + encode(value))
+                    elif value is None:
+                        continue
+                    elif kind == _JSON:
+                        cache = members_of[index]
+                        member = cache.get(value)
+                        if member is None:
+                            decoded = decode(value)
+                            member = "" if decoded is None or decoded == "" else prefix + encode(decoded)
+                            if len(cache) >= _JSON_CACHE_SIZE:
+                                cache.clear()
+                            cache[value] = member
+                        if member:
+                            members.append(member)
+                    else:
+                        members.append(prefix + encode(_float(value)))
                 body = "{" + ",".join(members) + "}"
                 yield row[0], row[1], row[2], row[3], sha256(body.encode("utf-8")).hexdigest()
 
