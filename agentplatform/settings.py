@@ -390,7 +390,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # The scheduled incremental verification of every tenant's audit chain (audit.verify_chains,
 # docs/audit.md "Incremental verification"): how often, how many rows per tenant one run checks at
 # most (a tenant further behind, e.g. on the first run after an upgrade, catches up over the next
-# runs; ~50,000 rows/s), and its time limits.
+# runs; about 30,000 rows/s on one core, docs/performance.md "Audit verification"), and its time limits.
 AUDIT_VERIFY_EVERY_SECONDS = env_int("AUDIT_VERIFY_EVERY_SECONDS", 300)
 AUDIT_VERIFY_MAX_ROWS_PER_RUN = env_int("AUDIT_VERIFY_MAX_ROWS_PER_RUN", 2_000_000)
 AUDIT_VERIFY_SOFT_TIME_LIMIT = env_int("AUDIT_VERIFY_SOFT_TIME_LIMIT", 600)
