@@ -396,6 +396,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": env_int("CELERY_UNACKED_RESTORE_THROTTLE", 10),
     "socket_connect_timeout": 5,
 }
+# The scheduled incremental verification of every tenant's audit chain (audit.verify_chains,
+# docs/audit.md "Incremental verification"): how often, how many rows per tenant one run checks at
+# most (a tenant further behind, e.g. on the first run after an upgrade, catches up over the next
+# runs; about 30,000 rows/s on one core, docs/performance.md "Audit verification"), and its time limits.
+AUDIT_VERIFY_EVERY_SECONDS = env_int("AUDIT_VERIFY_EVERY_SECONDS", 300)
+AUDIT_VERIFY_MAX_ROWS_PER_RUN = env_int("AUDIT_VERIFY_MAX_ROWS_PER_RUN", 2_000_000)
+AUDIT_VERIFY_SOFT_TIME_LIMIT = env_int("AUDIT_VERIFY_SOFT_TIME_LIMIT", 600)
+AUDIT_VERIFY_TIME_LIMIT = env_int("AUDIT_VERIFY_TIME_LIMIT", 660)
 # The periodic schedule lives here, in settings (not in the database): `celery -A agentplatform
 # beat` reads it. See docs/operations.md.
 CELERY_BEAT_SCHEDULE = {
@@ -406,6 +414,7 @@ CELERY_BEAT_SCHEDULE = {
     "prune-http-idempotency-keys": {"task": "api.prune_http_idempotency_keys", "schedule": 3600.0},
     "expire-control-changes": {"task": "controlplane.expire_control_changes", "schedule": 300.0},
     "apply-retention": {"task": "retention.apply_retention", "schedule": float(env_int("RETENTION_INTERVAL_SECONDS", 86_400))},
+    "verify-audit-chains": {"task": "audit.verify_chains", "schedule": float(AUDIT_VERIFY_EVERY_SECONDS)},
 }
 # How long a pending control change waits for its second person (docs/roles.md, "Trust model").
 CONTROL_CHANGE_TTL_HOURS = env_int("CONTROL_CHANGE_TTL_HOURS", 72)

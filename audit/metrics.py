@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable
 
 from django.conf import settings
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 DIMENSIONS = ("tool", "model", "tenant", "scenario", "prompt_version")
 RUN_DIMENSIONS = ("model", "tenant", "scenario", "prompt_version")
@@ -80,6 +80,23 @@ LOOP_ITERATIONS = Histogram(
 TOOL_DECISIONS = Counter(
     "agentplatform_tool_decisions_total", "Audited decisions on tool calls", ["tool", "decision", "status"]
 )
+
+# The scheduled verification of each tenant's audit chain (audit.verify_checkpoint.chains_verify).
+# "mostrecent": in multiprocess mode the value the latest run set wins, whichever worker ran it
+# (a "max" would keep a cleared break at 1 while the process that saw it lives). The tenant label
+# is not bounded (`bounded` would fold tenants into "_other", where one tenant's pass would hide
+# another's break): tenants are created by operators, not by callers, so their number stays small.
+AUDIT_CHAIN_BROKEN = Gauge(
+    "agentplatform_audit_chain_broken", (
+        "1 when the last verification of the tenant's audit hash chain found a fault (the ERROR log names it), "
+        "0 when it passed"), ["tenant"], multiprocess_mode="mostrecent")
+AUDIT_VERIFIED_SEQ = Gauge(
+    "agentplatform_audit_verified_seq", "The chain_seq up to which the tenant's audit chain has verified (its checkpoint)",
+    ["tenant"], multiprocess_mode="mostrecent")
+AUDIT_VERIFY_SUCCESS = Gauge(
+    "agentplatform_audit_verify_last_success_timestamp_seconds",
+    "Unix time of the last verification of the tenant's audit chain that passed", ["tenant"],
+    multiprocess_mode="mostrecent")
 
 # Refusals that mean "not allowed": at the call (DENIED) or at consume time (REFUSED).
 PERMISSION_CODES = frozenset({"PERMISSION_DENIED", "POLICY_DENIED", "TOOL_DISABLED", "TOOL_NOT_ALLOWED"})
@@ -142,6 +159,16 @@ def audit_decision(*, tool_name: str, decision: str, status: str, tenant_id: int
         TOOL_DUPLICATE_PREVENTED.labels(**labels).inc()
     if status == "OUTCOME_UNKNOWN" and decision == "RECOVERED":
         TOOL_OUTCOME_UNKNOWN.labels(tool=labels["tool"], tenant=labels["tenant"]).inc()
+
+
+def audit_chain_verified(*, tenant_id: int | str, ok: bool, verified_seq: int, at: float) -> None:
+    """Record one verification of a tenant's chain: broken 1/0 and, when `ok`, the chain_seq it has
+    verified up to and `at` (Unix seconds) as the last success (a broken run leaves both as they were)."""
+    tenant = str(tenant_id)
+    AUDIT_CHAIN_BROKEN.labels(tenant=tenant).set(0 if ok else 1)
+    if ok:
+        AUDIT_VERIFIED_SEQ.labels(tenant=tenant).set(verified_seq)
+        AUDIT_VERIFY_SUCCESS.labels(tenant=tenant).set(at)
 
 
 def tool_finished(*, tool_name: str, seconds: float, result_bytes: int, tenant_id: int | str | None = None,

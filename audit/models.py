@@ -192,3 +192,23 @@ class RetentionArchive(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.kind} {self.path}"
+
+
+class AuditVerifyCheckpoint(models.Model):
+    """How far one tenant's chain was last verified: the row at `seq` had `row_hash` when a run
+    that found no fault up to it ended at `verified_at` (audit.verify_checkpoint).
+
+    `seal` is an HMAC-SHA256 of (tenant, seq, row_hash, verified_at) under a key derived from
+    SECRET_KEY: someone who can write the table but does not hold the key cannot move the
+    checkpoint past rows they rewrote (docs/audit.md, "Incremental verification"). Written only
+    by `checkpoint_advance`; a deleted checkpoint only makes the next run a full one.
+    """
+
+    tenant = models.OneToOneField("tenancy.Tenant", primary_key=True, on_delete=models.CASCADE, related_name="+")
+    seq = models.BigIntegerField()
+    row_hash = models.CharField(max_length=64)
+    verified_at = models.DateTimeField()
+    seal = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}@{self.seq}"

@@ -61,7 +61,7 @@ def backwards(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("audit", "0011_auditevent_channel"),
+        ("audit", "0013_auditverifycheckpoint"),
         ("tenancy", "0003_user_is_service_account"),
     ]
 

@@ -1,9 +1,16 @@
-"""`python manage.py audit_verify [--tenant SLUG]`: recompute the audit hash chain (audit.chain).
+"""`python manage.py audit_verify [--tenant SLUG] [--full]`: verify the audit hash chain (audit.chain).
 
-Prints one line per tenant: `OK <slug>: <n> events, head <seq> <hash>` or `BROKEN <slug>: <the
-first fault, naming the row>`. Exits 0 when every chain holds, 1 when one is broken, 2 for an
-unknown tenant. Anchor the printed head hashes outside the database (a ticket, a signed log, a
-WORM bucket): a later run that prints a different hash for an old head position proves a rewrite.
+By default each tenant's chain is checked from its verification checkpoint (audit.verify_checkpoint:
+the checkpoint is re-derived first, then only the rows after it are checked); `--full` checks every
+row from the first. A run that passes moves the checkpoint to its last row. docs/audit.md says what
+each catches; run the default every few minutes (the scheduled task audit.verify_chains does) and
+`--full` weekly.
+
+Prints one line per tenant: `OK <slug>: <n> events, head <seq> <hash>` (with `after the checkpoint
+at chain_seq=<s>` when it started there) or `BROKEN <slug>: <the first fault, naming the row>`. Exits
+0 when every chain holds, 1 when one is broken, 2 for an unknown tenant. Anchor the printed head
+hashes outside the database (a ticket, a signed log, a WORM bucket): a later run that prints a
+different hash for an old head position proves a rewrite.
 """
 from __future__ import annotations
 
@@ -12,16 +19,19 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from agentplatform.tenancy.models import Tenant
-from audit.chain import verify_tenant
+from audit.verify_checkpoint import chain_verify
 
 
 class Command(BaseCommand):
-    help = "Verify the audit hash chain of every tenant (or one); exit 1 naming the first broken row."
+    help = ("Verify the audit hash chain of every tenant (or one) from its checkpoint, or from the first row "
+            "with --full; exit 1 naming the first broken row.")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--tenant", metavar="SLUG", help="only this tenant")
+        parser.add_argument("--full", action="store_true",
+                            help="check every row from the first, not only those after the checkpoint")
 
-    def handle(self, *args, tenant: str | None = None, **options) -> None:
+    def handle(self, *args, tenant: str | None = None, full: bool = False, **options) -> None:
         tenants = Tenant.objects.order_by("slug")
         if tenant:
             tenants = tenants.filter(slug=tenant)
@@ -29,13 +39,14 @@ class Command(BaseCommand):
                 raise CommandError(f"no tenant with slug {tenant!r}", returncode=2)
         broken = 0
         for each in tenants:
-            report = verify_tenant(each)
-            if report.ok:
-                self.stdout.write(f"OK {report.tenant_slug}: {report.rows} events, "
-                                  f"head {report.head_seq} {report.head_hash or '-'}")
+            verdict = chain_verify(tenant=each, full=full)
+            if verdict.ok:
+                since = f" after the checkpoint at chain_seq={verdict.start_seq}" if verdict.start_seq else ""
+                self.stdout.write(f"OK {verdict.tenant_slug}: {verdict.rows} events{since}, "
+                                  f"head {verdict.head_seq} {verdict.head_hash or '-'}")
             else:
                 broken += 1
-                self.stdout.write(f"BROKEN {report.tenant_slug}: {report.problem}")
+                self.stdout.write(f"BROKEN {verdict.tenant_slug}: {verdict.problem}")
         if broken:
             self.stderr.write(f"{broken} audit chain(s) broken")
             sys.exit(1)
