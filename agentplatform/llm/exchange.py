@@ -76,6 +76,22 @@ class _Worker(threading.Thread):
     def __init__(self) -> None:
         super().__init__(name="model-call", daemon=True)
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.resting = False  # back in `_idle` (or retiring) before its job returned
+        self.retiring = False
+
+    def rest(self) -> None:
+        """Offer this worker for the next call now (called in this thread by its job once all that
+        is left of it is handing over its last item): a caller that starts its next call at once
+        finds it idle instead of starting a thread. A job given meanwhile waits in `jobs` for the
+        few statements the current one still runs. No-op when already done for this job."""
+        if self.resting:
+            return
+        with _idle_lock:
+            if len(_idle) >= MAX_IDLE_WORKERS:
+                self.retiring = True
+            else:
+                _idle.append(self)
+        self.resting = True
 
     def run(self) -> None:
         while True:
@@ -87,15 +103,14 @@ class _Worker(threading.Thread):
                         _idle.remove(self)
                         return
                 continue  # taken just now: its job is on the way
+            self.resting = self.retiring = False
             try:
                 job()
             except BaseException:  # noqa: BLE001 - an exchange hands its own errors to its caller
                 logger.exception("model-call thread: an exchange failed outside its own handling")
+            self.rest()  # an abandoned exchange returns without handing anything over
+            if self.retiring:
                 return
-            with _idle_lock:
-                if len(_idle) >= MAX_IDLE_WORKERS:
-                    return
-                _idle.append(self)
 
 
 def _forget_idle_after_fork() -> None:
@@ -137,19 +152,26 @@ class Exchange:
     client: the SDK client (its `max_retries` is the number of our retries). request: the
     chat-completions body, `stream` left out. stream: ask for an SSE stream. deadline: the
     `time.monotonic()` instant past which no attempt or retry wait starts. model: named in errors.
+    inline: run in the caller's thread (only for a transport with no network under it).
     """
 
     def __init__(self, client: openai.OpenAI, request: dict[str, Any], *, stream: bool, deadline: float,
-                 model: str) -> None:
+                 model: str, inline: bool = False) -> None:
         self.client, self.request, self.stream, self.deadline, self.model = client, request, stream, deadline, model
+        self.inline = inline
         self.items: queue.SimpleQueue = queue.SimpleQueue()
         self.abandoned = threading.Event()
         # The caller's trace context (None when tracing is off): the HTTP request is a child of the chat span.
         self.trace_context = core_tracing.capture()
 
     def start(self) -> None:
-        """Begin the exchange in a model-call thread; returns at once."""
-        _submit(self.run)
+        """Begin the exchange in a model-call thread and return at once; with `inline`, run it
+        whole in the caller's thread first (an in-process transport that cannot wait on a network:
+        `factory.in_process`), its items then read under the same deadline."""
+        if self.inline:
+            self.run()
+        else:
+            _submit(self.run)
 
     def abandon(self) -> None:
         self.abandoned.set()
@@ -167,16 +189,25 @@ class Exchange:
             if response is _ABANDONED:
                 return
             if not self.stream:
-                self.items.put(response)  # a JSON `null` body too: the caller answers MODEL_UNAVAILABLE
-            else:
-                with response:
-                    for chunk in response:
-                        if self.abandoned.is_set():
-                            return
-                        self.items.put(chunk)
-            self.items.put(END)
+                self._last(response)  # a JSON `null` body too: the caller answers MODEL_UNAVAILABLE
+                self.items.put(END)
+                return
+            with response:
+                for chunk in response:
+                    if self.abandoned.is_set():
+                        return
+                    self.items.put(chunk)
+            self._last(END)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            self.items.put(exc)
+            self._last(exc)
+
+    def _last(self, item: Any) -> None:
+        """Hand over the last item the caller reads, with this thread offered for the next call
+        first (`_Worker.rest`)."""
+        worker = threading.current_thread()
+        if isinstance(worker, _Worker):
+            worker.rest()
+        self.items.put(item)
 
     def _create(self) -> Any:
         sdk = self.client.with_options(max_retries=0)

@@ -67,3 +67,24 @@ def test_a_call_stuck_past_its_deadline_does_not_delay_the_next(recorded):
         assert stuck is not fresh  # the abandoned exchange still holds its thread: the next call got another
     finally:
         release.set()
+
+
+def test_the_offline_model_is_answered_in_the_callers_thread(offline_settings, monkeypatch):
+    """The embedded offline model has no network under it: its exchange runs in the caller's thread
+    (the same SDK request, SSE stream and assembly); any other client keeps the model-call thread."""
+    from agentplatform.llm import factory
+
+    threads: list[threading.Thread] = []
+    answer = OfflineModelTransport.handle_request
+    monkeypatch.setattr(OfflineModelTransport, "handle_request",
+                        lambda self, request: threads.append(threading.current_thread()) or answer(self, request))
+    client = factory.get_client()
+    assert factory.in_process(client)
+    turn = complete(messages=[{"role": "user", "content": "cancel A202607290001 because it is late"}], tools=[],
+                    stream=True)
+    assert [c.name for c in turn.tool_calls] == ["cancel_order"]
+    assert threads == [threading.current_thread()]
+    other = openai.OpenAI(api_key="offline", base_url="http://offline-model.invalid/v1",
+                          http_client=httpx2.Client(transport=OfflineModelTransport()))
+    assert not factory.in_process(other)
+    other.close()
