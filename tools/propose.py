@@ -18,6 +18,7 @@ from django.db import transaction
 
 from approvals import proposal
 from approvals.models import ConfirmationRequest
+from core.sql.select import shared_reads
 from core.sql.transactions import transaction_usable
 from policies.documents import Limit
 from policies.limits import LimitsVerdict, limits_judge, limits_release, limits_reserve
@@ -77,7 +78,12 @@ class Proposal(Flow):
             return self._run_limited(checked, limits)
         if not checked.policy.gated:
             return execute(checked, self.audit, self)
-        earlier = self._answered_or_prechecked(checked)
+        # The precheck and the approval context read the same row (the order a cancellation
+        # names) in the same transaction, a few statements apart: the context's reading is
+        # answered from the precheck's. Both stretches are read-only; the fence's lock and the
+        # request's writes are not shared.
+        reads: dict = {}
+        earlier = self._answered_or_prechecked(checked, reads)
         if earlier is not None:
             return earlier
         # A savepoint: a request whose approval context fails (it wrote: ReadOnlyViolation) leaves
@@ -85,16 +91,17 @@ class Proposal(Flow):
         with transaction.atomic():
             if checked.ctx.fence is not None:
                 checked.ctx.fence()  # a run cancelled or taken over meanwhile asks nobody (raises FenceLost)
-            return self._request_confirmation(checked)
+            return self._request_confirmation(checked, reads)
 
-    def _answered_or_prechecked(self, checked: CheckedCall) -> CallOutcome | None:
+    def _answered_or_prechecked(self, checked: CheckedCall, reads: dict | None = None) -> CallOutcome | None:
         """Before a human is asked: repeating a finished action answers from its record (returned),
-        and the tool's precheck refuses a call that cannot succeed (raises CallStopped). None: ask."""
+        and the tool's precheck refuses a call that cannot succeed (raises CallStopped). None: ask.
+        reads: where the precheck's rows are kept for the approval context (`_request_confirmation`)."""
         earlier = idempotency_peek(tenant_id=checked.ctx.tenant_id, key=checked.key, arguments_hash=self.audit.hash) \
             if checked.key else None
         if earlier is not None:
             return finish(checked.spec, checked.call, earlier, self.audit)
-        self._precheck(checked)
+        self._precheck(checked, reads)
         return None
 
     # -- limits over history (policies.limits) -----------------------------------------------------
@@ -175,20 +182,25 @@ class Proposal(Flow):
         let the next call past the cap while the first may have moved the money."""
         self._ran = outcome.kind == "EXECUTED" and (outcome.result.success or outcome.result.code == UNKNOWN)
 
-    def _precheck(self, checked: CheckedCall) -> None:
+    def _precheck(self, checked: CheckedCall, reads: dict | None = None) -> None:
         """The tool's read-only precheck before a human is asked: a call that cannot succeed is
-        answered with the business code now (audited REFUSED) and mints no confirmation."""
+        answered with the business code now (audited REFUSED) and mints no confirmation. reads:
+        where its rows are kept (core.sql.select.shared_reads), None: not kept."""
         if checked.spec.precheck is None:
             return
         try:
-            checked.spec.precheck(checked.ctx, checked.params)
+            with shared_reads(reads):
+                checked.spec.precheck(checked.ctx, checked.params)
         except ToolBusinessError as error:
             raise CallStopped(self.audit.stop("REFUSED", ToolResult.failure(error.code, error.message)))
 
-    def _request_confirmation(self, checked: CheckedCall) -> CallOutcome:
+    def _request_confirmation(self, checked: CheckedCall, reads: dict | None = None) -> CallOutcome:
+        """Ask a human: the approval context, the request and its token, the waiting outcome.
+        reads: the rows the precheck read (core.sql.select.shared_reads), shared with the context."""
         ctx, call, spec, params, policy, audit = (checked.ctx, checked.call, checked.spec, checked.params,
                                                   checked.policy, self.audit)
-        shown = approval_context.capture(ctx, spec, params)  # read-only, tenant-scoped, masked
+        with shared_reads(reads):
+            shown = approval_context.capture(ctx, spec, params)  # read-only, tenant-scoped, masked
         request, token = proposal.confirmation_create(
             tenant_id=ctx.tenant_id, user_id=ctx.user_id, conversation_id=ctx.conversation_id, run_id=ctx.run_id,
             tool_call_id=call.id, tool_id=checked.row.pk, tool_name=spec.name, arguments=checked.normalized,

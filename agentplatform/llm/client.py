@@ -87,7 +87,8 @@ def complete(
     if tools:
         request["tools"] = tools
     taken = call_shapes.history_call_ids(messages)
-    exchange = Exchange(client, request, stream=stream, deadline=deadline, model=model)
+    exchange = Exchange(client, request, stream=stream, deadline=deadline, model=model,
+                        inline=factory.in_process(client))
     exchange.start()
     items = exchange_items(exchange, deadline, seconds)
     if on_text is not None:

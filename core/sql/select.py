@@ -8,9 +8,36 @@ UUID, datetimes stay Django's), as `Model.from_db` does.
 """
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from django.db import connection
 
 from core.sql.values import SQL_CACHE, column_values, convert_value, default_connection
+
+
+# Rows read by unlocked `select_rows` inside `shared_reads()`: (statement, parameters) -> rows.
+_SHARED: ContextVar[dict | None] = ContextVar("select_rows_shared", default=None)
+
+
+@contextmanager
+def shared_reads(memo: dict | None = None) -> Iterator[dict]:
+    """Within this block an unlocked `select_rows` that repeats a statement with the same
+    parameters answers from the rows the first one read (new instances, copies of the values) instead of
+    asking the database again. For short read-only stretches of one transaction whose readers
+    look the same row up (a gated call's precheck and its approval context): the caller writes
+    nothing inside them. Locked reads (`for_update`) always go to the database.
+
+    memo: the rows of an earlier block to share again (what that block yielded); None starts
+    empty. Yields the memo; nothing is kept once the caller drops it."""
+    memo = {} if memo is None else memo
+    token = _SHARED.set(memo)
+    try:
+        yield memo
+    finally:
+        _SHARED.reset(token)
 
 
 _LOOKUPS = {"exact": "= %s", "gt": "> %s", "gte": ">= %s", "lt": "< %s", "lte": "<= %s"}
@@ -54,9 +81,20 @@ def select_rows(model, where: dict, *, any_of: dict | None = None, related: tupl
     sql, plan = built
     if plan is None:
         return []
+    shared = None if for_update else _SHARED.get()
+    if shared is not None:
+        try:
+            memo = (sql, tuple(params))
+            rows = shared.get(memo)
+        except TypeError:  # a parameter that cannot be a key (a JSON adapter): not shared
+            shared = rows = None
+        if rows is not None:  # JSON values copied: an instance never shares a mutable value with another
+            return [_instance(plan, copy.deepcopy(row)) for row in rows]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    if shared is not None:
+        shared[memo] = rows
     return [_instance(plan, row) for row in rows]
 
 

@@ -59,7 +59,8 @@ def _read_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> O
 def _find_order(*, tenant_id: int, order_id: str, for_update: bool = False) -> Order | None:
     """The tenant's order with this business id, or None. A prebuilt statement
     (core.sql.select.select_rows): a gated order call reads it up to four times on its way
-    (precheck, approval context, precheck again, the locked change)."""
+    (precheck, approval context, precheck again, the locked change); the approval context's
+    reading is answered from the precheck's (core.sql.select.shared_reads, tools.propose)."""
     found = select_rows(Order, {"tenant_id": tenant_id, "order_id": order_id}, for_update=for_update,
                         order_by=("pk",), limit=1)
     return found[0] if found else None
