@@ -1,4 +1,5 @@
-"""Django's PostgreSQL backend (psycopg 3), with one round trip less per successful savepoint.
+"""Django's PostgreSQL backend (psycopg 3), with one round trip less per successful savepoint, and
+work run right before the COMMIT.
 
 A nested `transaction.atomic()` that succeeds ends with `RELEASE SAVEPOINT`, one round trip of its
 own. PostgreSQL does not need it: every savepoint is released when its transaction commits or
@@ -12,15 +13,80 @@ The governed call has up to three savepoints per step (the consumption, the acti
 for a confirmation); the approve-and-resume cycle saves three round trips. Selected by
 `agentplatform.settings` for every PostgreSQL DATABASE_URL (DB_RELEASE_SAVEPOINTS=true keeps
 Django's behaviour).
+
+Hooks run before the COMMIT (core.sql.precommit.before_commit): the audit chain appends a
+transaction's rows as its last statement, so the tenant's chain head is locked for that statement
+and the COMMIT only (audit.chain). They are kept like Django keeps `on_commit` callbacks: each with
+the savepoints open when it was registered, forgotten when one of them or the transaction rolls
+back.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 from django.db.backends.postgresql import base
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
-    """`django.db.backends.postgresql`'s wrapper; a successful savepoint is left to its transaction."""
+    """`django.db.backends.postgresql`'s wrapper; a successful savepoint is left to its transaction,
+    and `before_commit` hooks run right before the COMMIT."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # (savepoint ids open at registration, hook), in the order registered.
+        self.run_before_commit: list[tuple[set[str], Callable[[], None]]] = []
 
     def _savepoint_commit(self, sid: str) -> None:
         """Do not send RELEASE SAVEPOINT `sid`: the transaction's end releases it (module docstring)."""
         return None
+
+    def _own_transaction_open(self) -> bool:
+        """An atomic block of the code's own is open (not only a test case's, which rolls back)."""
+        return self.in_atomic_block and not all(getattr(block, "_from_testcase", False)
+                                                for block in self.atomic_blocks)
+
+    def before_commit(self, func: Callable[[], None]) -> bool:
+        """Keep `func` to run right before this transaction's COMMIT; returns False (not kept: the
+        caller runs it now) when no transaction of the code's own is open."""
+        if not self._own_transaction_open():
+            return False
+        self.run_before_commit.append((set(self.savepoint_ids), func))
+        return True
+
+    def _run_before_commit(self) -> None:
+        while self.run_before_commit:
+            _, func = self.run_before_commit.pop(0)
+            func()
+
+    def commit(self) -> None:
+        """Run the hooks, then COMMIT. A hook that raises rolls the transaction back (nothing of it
+        commits) and the error propagates."""
+        if self.run_before_commit:
+            try:
+                self._run_before_commit()
+            except BaseException:
+                self.rollback()
+                raise
+        super().commit()
+
+    def savepoint_commit(self, sid: str) -> None:
+        """Inside a test case's transaction the end of the code's outermost block stands for its
+        COMMIT: run the hooks there (an error rolls the block's savepoint back, Atomic's handling)."""
+        if self.run_before_commit and not self._own_transaction_open():
+            self._run_before_commit()
+        super().savepoint_commit(sid)
+
+    def savepoint_rollback(self, sid: str) -> None:
+        """Roll back to `sid` and forget the hooks registered while it was open."""
+        super().savepoint_rollback(sid)
+        self.run_before_commit = [(sids, func) for sids, func in self.run_before_commit if sid not in sids]
+
+    def rollback(self) -> None:
+        """Roll back and forget every hook."""
+        self.run_before_commit = []
+        super().rollback()
+
+    def close(self) -> None:
+        """Close; a transaction left open rolls back with its hooks."""
+        self.run_before_commit = []
+        super().close()
