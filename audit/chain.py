@@ -23,7 +23,22 @@ link to the same predecessor; if a transaction rolls back, its head advance roll
 event. On PostgreSQL the advance and the event INSERT are one statement (a data-modifying CTE;
 the link is computed by the SQL function `audit_chain_link`, migration 0004); on SQLite they are
 two statements in one transaction (the link function is registered on each connection).
-Consequence: the tenant's chain lock is held from the audit write to the end of its transaction.
+
+When the head is locked: every writer goes through `append_chained`. Inside a transaction on
+PostgreSQL the row's statement is built (and its body hashed) at once, but sent as the
+transaction's last statement, right before its COMMIT (core.sql.precommit.before_commit, kept by
+agentplatform.pgbackend): the tenant's head is locked for that statement and the COMMIT, not from
+the audit write through the rest of the transaction (a step's messages, events and run state).
+The row still commits with the business change or not at all: a rolled-back savepoint drops the
+rows appended inside it, a rollback drops them all, and a row the database refuses fails the
+COMMIT, so nothing of the transaction commits (fail closed). A transaction's rows are chained in
+the order they were appended, one statement each; the chain's order is the order of the COMMITs,
+so `occurred_at` (when the decision was made) may run slightly out of `chain_seq` order between
+concurrent transactions. Until its COMMIT a transaction's own audit rows are not in the table
+(not even for itself). Outside a transaction the row is one autocommitted statement. SQLite writes
+at once: its transactions hold the database's one write lock from their BEGIN (IMMEDIATE), so a
+later send would shorten no wait. With Django's own PostgreSQL backend (DB_RELEASE_SAVEPOINTS=true)
+rows are written at once as well, and the head stays locked from the audit write to the COMMIT.
 """
 from __future__ import annotations
 
