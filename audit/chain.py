@@ -208,19 +208,29 @@ def append_chained(values: dict[str, Any], *,
     (at once, or from the atomic block's exit when deferred).
     """
     prepared = _prepared(values)
-
-    def send() -> None:
-        result = _send(*prepared)
+    if connection.vendor != "postgresql":
+        # SQLite: a transaction holds the database's one write lock from its BEGIN (IMMEDIATE), so
+        # sending the row later would shorten no wait; its two statements share one transaction.
+        with nullcontext() if connection.in_atomic_block else transaction.atomic():
+            result = _send(*prepared)
         if stored is not None:
             stored(result)
+        return False
+    sql, params, tenant_id, body = prepared
 
-    if connection.vendor == "postgresql":
-        return before_commit(send)  # deferred, or sent now (autocommit: one statement)
-    # SQLite: a transaction holds the database's one write lock from its BEGIN (IMMEDIATE), so
-    # sending the row later would shorten no wait; its two statements share one transaction.
-    with nullcontext() if connection.in_atomic_block else transaction.atomic():
-        send()
-    return False
+    def send() -> Callable[[], None]:
+        # Sent now; its RETURNING is read once the backend has sent the COMMIT along with it.
+        cursor = connection.cursor()
+        cursor.execute(sql, [tenant_id, body, body, *params])
+
+        def read() -> None:
+            with cursor:
+                result = tuple(cursor.fetchone())
+            if stored is not None:
+                stored(result)
+        return read
+
+    return before_commit(send)  # deferred, or sent now (autocommit: one statement)
 
 
 # -- verification ------------------------------------------------------------------------------

@@ -6,14 +6,17 @@ of the LOW read-only tool `bench_list_orders` with an idempotency key unique to 
 idempotency claim, the business read, the stored result, the audit row), then stores the tool's
 message and its event with the step's end, and commits.
 
-Two passes per configuration (1 or 8 processes; every process on one tenant, or each on its own of
-8 tenants), each process forked with its own database connection:
+Each configuration (1 or 8 processes; every process on one tenant, or each on its own of 8
+tenants) runs both ways, one after the other under the same load: audit rows written where the
+pipeline writes them (`at once`, the behaviour before: the worker sends them immediately instead
+of deferring them) and sent right before the COMMIT (now). Two passes each, every process forked
+with its own database connection:
 - rate: governed calls for `--seconds`, nothing instrumented; prints calls/s;
 - hold: the same with a trigger on the chain head (bench database only, dropped afterwards) that
   records `clock_timestamp()` when the head row is locked (a BEFORE UPDATE trigger of the upsert
   fires once the row is locked); the process reads it back after the step and subtracts it from
-  the time its COMMIT returned (`time.time()`, the same clock on this host). Prints the median and
-  p95 hold per call.
+  the time its COMMIT returned (`time.time()`, the same clock on this host). Prints the median,
+  p95 and minimum hold per call, its share of the call, and the statements sent under the lock.
 Then every bench tenant's chain is verified (`audit.chain.verify_tenant`).
 
 The machine is shared: the load average is printed beside the figures; compare within one run.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -72,8 +76,10 @@ def bench_users() -> list:
     return users
 
 
-def _worker(user_id: int, index: int, seconds: float, hold: bool, start, done) -> None:
-    """One client process: governed calls in steps of its own run until `seconds` pass."""
+def _worker(user_id: int, index: int, seconds: float, hold: bool, at_once: bool, start, done) -> None:
+    """One client process: governed calls in steps of its own run until `seconds` pass. `at_once`:
+    audit rows are written where the pipeline writes them (the behaviour before rows were sent at
+    the COMMIT), for a comparison under the same load."""
     from django.db import connection
 
     from agentplatform.runtime.events import EventRecorder
@@ -85,6 +91,14 @@ def _worker(user_id: int, index: int, seconds: float, hold: bool, start, done) -
 
     import _data
 
+    if at_once:
+        import audit.chain
+
+        def now(func, using="default"):
+            func()
+            return False
+
+        audit.chain.before_commit = now
     try:
         user = User.objects.select_related("tenant").get(pk=user_id)
         conversation = _data.conversation(user=user, label=f"chain hold {index}")
@@ -96,9 +110,18 @@ def _worker(user_id: int, index: int, seconds: float, hold: bool, start, done) -
         committed: list[float] = []
         original_commit = connection.commit
 
+        under_lock = [0, -1]  # statements from the head's on, in this call (-1: none yet)
+
         def commit() -> None:
             original_commit()
             committed.append(time.time())
+
+        def count(execute, sql, params, many, context):
+            if "audit_auditchainhead" in sql:
+                under_lock[1] = 1  # the statement that locks the head, and those after it
+            elif under_lock[1] >= 0:
+                under_lock[1] += 1
+            return execute(sql, params, many, context)
 
         connection.commit = commit
 
@@ -112,7 +135,7 @@ def _worker(user_id: int, index: int, seconds: float, hold: bool, start, done) -
             if not outcome.result.success:
                 raise RuntimeError(outcome.result.to_json())
 
-        holds, calls, n = [], 0, 0
+        holds, latencies, statements, calls, n = [], [], [], 0, 0
         for _ in range(WARMUP):  # prepared statements, permission caches
             n += 1
             governed_call(f"w{index}-{n}-{time.time_ns()}")
@@ -120,45 +143,55 @@ def _worker(user_id: int, index: int, seconds: float, hold: bool, start, done) -
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             n += 1
-            governed_call(f"h{index}-{n}-{time.time_ns()}")
+            under_lock[1] = -1
+            began = time.perf_counter()
+            if hold:
+                with connection.execute_wrapper(count):
+                    governed_call(f"h{index}-{n}-{time.time_ns()}")
+            else:
+                governed_call(f"h{index}-{n}-{time.time_ns()}")
+            latencies.append(_common.elapsed_ms(began))
             calls += 1
             if hold:
+                statements.append(under_lock[1])
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT current_setting('bench.head_locked_at', true)")
                     locked = cursor.fetchone()[0]
                 if locked:
                     holds.append((committed[-1] - float(locked)) * 1000)
-        done.put(("ok", calls, holds))
+        done.put(("ok", calls, (holds, latencies, statements)))
     except BaseException as error:  # reported by the parent
-        done.put(("error", repr(error), []))
+        done.put(("error", repr(error), ([], [], [])))
     finally:
         connection.close()
 
 
-def measure(users: list, *, processes: int, tenants: int, seconds: float, hold: bool) -> tuple[float, list[float]]:
-    """Run `processes` client processes, process i on tenant i % tenants. Returns (calls/s, holds ms)."""
+def measure(users: list, *, processes: int, tenants: int, seconds: float, hold: bool,
+            at_once: bool) -> dict:
+    """Run `processes` client processes, process i on tenant i % tenants. Returns {"rate": calls/s,
+    "holds": ms per call, "latencies": ms per call, "statements": statements under the lock per call}."""
     from django.db import connections
 
     connections.close_all()  # no connection crosses the fork
     context = multiprocessing.get_context("fork")
     start, done = context.Barrier(processes + 1), context.Queue()
-    workers = [context.Process(target=_worker, args=(users[i % tenants].pk, i, seconds, hold, start, done))
+    workers = [context.Process(target=_worker, args=(users[i % tenants].pk, i, seconds, hold, at_once, start, done))
                for i in range(processes)]
     for worker in workers:
         worker.start()
     start.wait()
     began = time.perf_counter()
-    calls, holds = 0, []
+    calls, holds, latencies, statements = 0, [], [], []
     for _ in workers:
-        kind, payload, held = done.get()
+        kind, payload, (held, latency, under) = done.get()
         if kind == "error":
             raise RuntimeError(f"a client process failed: {payload}")
         calls += payload
-        holds += held
+        holds, latencies, statements = holds + held, latencies + latency, statements + under
     wall = time.perf_counter() - began
     for worker in workers:
         worker.join()
-    return calls / wall, holds
+    return {"rate": calls / wall, "holds": holds, "latencies": latencies, "statements": statements}
 
 
 def main() -> int:
@@ -187,18 +220,24 @@ def main() -> int:
     try:
         configurations = [(1, 1), (1, TENANTS), (args.processes, 1), (args.processes, TENANTS)]
         for processes, tenants in configurations:
-            rate, _ = measure(users, processes=processes, tenants=tenants, seconds=args.seconds, hold=False)
-            with connection.cursor() as cursor:
-                cursor.execute(TRIGGER_SQL)
-            try:
-                _, holds = measure(users, processes=processes, tenants=tenants, seconds=args.seconds, hold=True)
-            finally:
+            for at_once in (True, False):  # the two ways under the same load, one after the other
+                rate = measure(users, processes=processes, tenants=tenants, seconds=args.seconds, hold=False,
+                               at_once=at_once)["rate"]
                 with connection.cursor() as cursor:
-                    cursor.execute(DROP_TRIGGER_SQL)
-            median, p95 = _common.summary(holds)["median"], _common.percentile(holds, 95)
-            print(f"  {processes} process(es), {tenants} tenant(s): {rate:8.1f} calls/s   head held per call: "
-                  f"median {median:.3f} ms, p95 {p95:.3f} ms ({len(holds)} calls)   "
-                  f"load {_common.load_average()}")
+                    cursor.execute(TRIGGER_SQL)
+                try:
+                    held = measure(users, processes=processes, tenants=tenants, seconds=args.seconds, hold=True,
+                                   at_once=at_once)
+                finally:
+                    with connection.cursor() as cursor:
+                        cursor.execute(DROP_TRIGGER_SQL)
+                holds, call = held["holds"], statistics.median(held["latencies"])
+                median, p95 = statistics.median(holds), _common.percentile(holds, 95)
+                way = "at once (before)" if at_once else "at COMMIT (now)"
+                print(f"  {processes} proc, {tenants} tenant(s), rows {way:<16}: {rate:7.1f} calls/s   head held "
+                      f"median {median:.3f} ms, p95 {p95:.3f} ms, min {min(holds):.3f} ms of a {call:.3f} ms call "
+                      f"({median / call:.0%}); statements under the lock {statistics.median(held['statements']):.0f} "
+                      f"+ COMMIT   {_common.load_average()}")
     finally:
         with connection.cursor() as cursor:
             cursor.execute(DROP_TRIGGER_SQL)

@@ -54,20 +54,37 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return True
 
     def _run_before_commit(self) -> None:
+        """Run the hooks now, one after the other, each finished at once."""
         while self.run_before_commit:
             _, func = self.run_before_commit.pop(0)
-            func()
+            finish = func()
+            if callable(finish):
+                finish()
 
     def commit(self) -> None:
-        """Run the hooks, then COMMIT. A hook that raises rolls the transaction back (nothing of it
-        commits) and the error propagates."""
-        if self.run_before_commit:
-            try:
-                self._run_before_commit()
-            except BaseException:
-                self.rollback()
-                raise
-        super().commit()
+        """Send the hooks' statements and the COMMIT in one round trip (psycopg's pipeline mode: the
+        server runs them back to back, so a lock a hook's statement takes is held for the server's
+        own work and the WAL flush, not for a round trip to this process and back), then let each
+        hook read its results. A hook that raises, or a statement of one that fails, rolls the
+        whole transaction back (the COMMIT is not run after a failed statement) and the error
+        propagates."""
+        if not self.run_before_commit:
+            return super().commit()
+        self.validate_thread_sharing()
+        self.validate_no_atomic_block()
+        hooks, self.run_before_commit = self.run_before_commit, []
+        try:
+            with self.wrap_database_errors, self.connection.pipeline():
+                finishers = [func() for _, func in hooks]
+                self.connection.commit()  # queued after the hooks' statements; the pipeline syncs here
+        except BaseException:
+            self.rollback()
+            raise
+        self.errors_occurred = False
+        self.run_commit_hooks_on_set_autocommit_on = True
+        for finish in finishers:
+            if callable(finish):
+                finish()
 
     def savepoint_commit(self, sid: str) -> None:
         """Inside a test case's transaction the end of the code's outermost block stands for its

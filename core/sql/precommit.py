@@ -31,10 +31,15 @@ def before_commit(func: Callable[[], None], *, using: str = DEFAULT_DB_ALIAS) ->
     - fails the commit when it raises: the transaction rolls back and the error propagates from
       the atomic block's exit (fail closed).
     Outside a transaction (autocommit), or with a backend without hooks, `func()` runs at once.
-    Returns True when deferred, False when it ran. Raises what `func` raises when it ran at once.
+    `func` sends its statements and may return a callable that reads their results: the backend
+    may send the COMMIT with them in one round trip and call it afterwards (it is called at once
+    when `func` ran at once). Returns True when deferred, False when it ran. Raises what `func` (or
+    what it returned) raises when it ran at once.
     """
     register = getattr(connections[using], "before_commit", None)
     if register is not None and register(func):
         return True
-    func()
+    finish = func()
+    if callable(finish):
+        finish()
     return False
