@@ -26,8 +26,9 @@ two statements in one transaction (the link function is registered on each conne
 
 When the head is locked: every writer goes through `append_chained`. Inside a transaction on
 PostgreSQL the row's statement is built (and its body hashed) at once, but sent as the
-transaction's last statement, right before its COMMIT (core.sql.precommit.before_commit, kept by
-agentplatform.pgbackend): the tenant's head is locked for that statement and the COMMIT, not from
+transaction's last statement, right before its COMMIT and in one round trip with it
+(core.sql.precommit.before_commit, kept by agentplatform.pgbackend, which sends them in psycopg's
+pipeline mode): the tenant's head is locked for that statement and the COMMIT, not from
 the audit write through the rest of the transaction (a step's messages, events and run state).
 The row still commits with the business change or not at all: a rolled-back savepoint drops the
 rows appended inside it, a rollback drops them all, and a row the database refuses fails the

@@ -14,9 +14,9 @@ for a confirmation); the approve-and-resume cycle saves three round trips. Selec
 `agentplatform.settings` for every PostgreSQL DATABASE_URL (DB_RELEASE_SAVEPOINTS=true keeps
 Django's behaviour).
 
-Hooks run before the COMMIT (core.sql.precommit.before_commit): the audit chain appends a
-transaction's rows as its last statement, so the tenant's chain head is locked for that statement
-and the COMMIT only (audit.chain). They are kept like Django keeps `on_commit` callbacks: each with
+Hooks run before the COMMIT (core.sql.precommit.before_commit), their statements sent with the
+COMMIT in one round trip: the audit chain appends a transaction's rows as its last statement, so
+the tenant's chain head is locked for that statement and the COMMIT only (audit.chain). They are kept like Django keeps `on_commit` callbacks: each with
 the savepoints open when it was registered, forgotten when one of them or the transaction rolls
 back.
 """
@@ -26,6 +26,8 @@ from typing import Callable
 
 from django.db.backends.postgresql import base
 
+Hook = Callable[[], Callable[[], None] | None]
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
     """`django.db.backends.postgresql`'s wrapper; a successful savepoint is left to its transaction,
@@ -33,8 +35,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # (savepoint ids open at registration, hook), in the order registered.
-        self.run_before_commit: list[tuple[set[str], Callable[[], None]]] = []
+        # (savepoint ids open at registration, hook), in the order registered. A hook sends its
+        # statements and may return a callable that reads their results after the COMMIT.
+        self.run_before_commit: list[tuple[set[str], Hook]] = []
 
     def _savepoint_commit(self, sid: str) -> None:
         """Do not send RELEASE SAVEPOINT `sid`: the transaction's end releases it (module docstring)."""
@@ -45,7 +48,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self.in_atomic_block and not all(getattr(block, "_from_testcase", False)
                                                 for block in self.atomic_blocks)
 
-    def before_commit(self, func: Callable[[], None]) -> bool:
+    def before_commit(self, func: Hook) -> bool:
         """Keep `func` to run right before this transaction's COMMIT; returns False (not kept: the
         caller runs it now) when no transaction of the code's own is open."""
         if not self._own_transaction_open():

@@ -19,7 +19,7 @@ from typing import Callable
 from django.db import DEFAULT_DB_ALIAS, connections
 
 
-def before_commit(func: Callable[[], None], *, using: str = DEFAULT_DB_ALIAS) -> bool:
+def before_commit(func: Callable[[], Callable[[], None] | None], *, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Run `func()` as the last work of the current transaction, right before its COMMIT; or now.
 
     Deferred when the connection's backend keeps such hooks and an atomic block of the code's own
