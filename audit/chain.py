@@ -23,7 +23,23 @@ link to the same predecessor; if a transaction rolls back, its head advance roll
 event. On PostgreSQL the advance and the event INSERT are one statement (a data-modifying CTE;
 the link is computed by the SQL function `audit_chain_link`, migration 0004); on SQLite they are
 two statements in one transaction (the link function is registered on each connection).
-Consequence: the tenant's chain lock is held from the audit write to the end of its transaction.
+
+When the head is locked: every writer goes through `append_chained`. Inside a transaction on
+PostgreSQL the row's statement is built (and its body hashed) at once, but sent as the
+transaction's last statement, right before its COMMIT and in one round trip with it
+(core.sql.precommit.before_commit, kept by agentplatform.pgbackend, which sends them in psycopg's
+pipeline mode): the tenant's head is locked for that statement and the COMMIT, not from
+the audit write through the rest of the transaction (a step's messages, events and run state).
+The row still commits with the business change or not at all: a rolled-back savepoint drops the
+rows appended inside it, a rollback drops them all, and a row the database refuses fails the
+COMMIT, so nothing of the transaction commits (fail closed). A transaction's rows are chained in
+the order they were appended, one statement each; the chain's order is the order of the COMMITs,
+so `occurred_at` (when the decision was made) may run slightly out of `chain_seq` order between
+concurrent transactions. Until its COMMIT a transaction's own audit rows are not in the table
+(not even for itself). Outside a transaction the row is one autocommitted statement. SQLite writes
+at once: its transactions hold the database's one write lock from their BEGIN (IMMEDIATE), so a
+later send would shorten no wait. With Django's own PostgreSQL backend (DB_RELEASE_SAVEPOINTS=true)
+rows are written at once as well, and the head stays locked from the audit write to the COMMIT.
 """
 from __future__ import annotations
 
@@ -33,12 +49,13 @@ import json
 import uuid
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from django.apps import apps
 from django.db import connection, transaction
 from django.db.models import Q
 
+from core.sql.precommit import before_commit
 from core.sql.values import column_values
 
 CHAIN_FIELDS = ("chain_seq", "prev_hash", "row_hash")
@@ -122,17 +139,11 @@ def _head_upsert_sql() -> str:
             "RETURNING seq, prev_hash, hash")
 
 
-def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
-    """INSERT one AuditEvent row chained to its tenant's previous event; returns (seq, prev, hash).
-
-    values: attribute name -> Python value for every concrete column but the chain columns
-    (`audit.events._write` builds them; `tenant_id` is required). The row and the head advance
-    commit or roll back together; outside a transaction they are made one. Raises DatabaseError
-    (IntegrityError, ...) when the write fails: the caller fails closed.
-    """
+def _prepared(values: dict[str, Any]) -> tuple[str, list, int, str]:
+    """The chained INSERT of one row, built before any lock is taken: (sql, params, tenant id,
+    body digest). Raises ValueError for a value the canonical form refuses (NaN, infinity)."""
     AuditEvent = _event_model()
     body = body_digest(values)
-    tenant_id = values["tenant_id"]
     columns, params = column_values(AuditEvent, {k: v for k, v in values.items() if k not in CHAIN_FIELDS},
                                      adding=True)
     kept = [(c, p) for c, p in zip(columns, params) if c not in CHAIN_FIELDS]
@@ -144,23 +155,84 @@ def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
         target = ", ".join(map(quote, columns + list(CHAIN_FIELDS)))
         if connection.vendor == "postgresql":
             sql = (f"WITH head AS ({_head_upsert_sql()}) INSERT INTO {quote(AuditEvent._meta.db_table)} ({target}) "
-                   f"SELECT {', '.join(['%s'] * len(columns))}, head.seq, head.prev_hash, head.hash FROM head")
+                   f"SELECT {', '.join(['%s'] * len(columns))}, head.seq, head.prev_hash, head.hash FROM head "
+                   f"RETURNING chain_seq, prev_hash, row_hash")
         else:
             sql = (f"INSERT INTO {quote(AuditEvent._meta.db_table)} ({target}) "
                    f"VALUES ({', '.join(['%s'] * (len(columns) + 3))})")
         _SQL_CACHE[key] = sql
-    if connection.vendor == "postgresql":
-        # One statement; RETURNING is not needed: the caller knows the row, and the chain values
-        # are read back by the verifier.
-        with connection.cursor() as cursor:
-            cursor.execute(sql + " RETURNING chain_seq, prev_hash, row_hash", [tenant_id, body, body, *params])
+    return sql, params, values["tenant_id"], body
+
+
+def _send(sql: str, params: list, tenant_id: int, body: str) -> tuple[int, str, str]:
+    """Advance the tenant's head and INSERT the row, in the transaction open now (or autocommit on
+    PostgreSQL, where it is one statement); returns (seq, prev, hash)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(sql, [tenant_id, body, body, *params])
             return tuple(cursor.fetchone())
-    # Two statements: one transaction (the caller's, without a savepoint, or one of their own).
-    with (nullcontext() if connection.in_atomic_block else transaction.atomic()), connection.cursor() as cursor:
         cursor.execute(_head_upsert_sql(), [tenant_id, body, body])
         seq, prev, link = cursor.fetchone()
         cursor.execute(sql, [*params, seq, prev, link])
     return seq, prev, link
+
+
+def insert_chained(values: dict[str, Any]) -> tuple[int, str, str]:
+    """INSERT one AuditEvent row chained to its tenant's previous event now; returns (seq, prev, hash).
+
+    values: attribute name -> Python value for every concrete column but the chain columns
+    (`audit.events._write` builds them; `tenant_id` is required). The row and the head advance
+    commit or roll back together; outside a transaction they are made one. Inside a transaction
+    the tenant's head stays locked from here to its end: writers use `append_chained`, which sends
+    the row right before the COMMIT. Raises DatabaseError (IntegrityError, ...) when the write
+    fails, ValueError for a value the canonical form refuses: the caller fails closed.
+    """
+    prepared = _prepared(values)
+    if connection.vendor == "postgresql":
+        return _send(*prepared)
+    # Two statements: one transaction (the caller's, without a savepoint, or one of their own).
+    with nullcontext() if connection.in_atomic_block else transaction.atomic():
+        return _send(*prepared)
+
+
+def append_chained(values: dict[str, Any], *,
+                   stored: Callable[[tuple[int, str, str]], None] | None = None) -> bool:
+    """Append one AuditEvent row to its tenant's chain as the last statement of the transaction
+    open now (right before its COMMIT: core.sql.precommit.before_commit), or at once outside one.
+
+    values: as `insert_chained`. stored: called with (seq, prev, hash) once the row is written.
+    The row commits or rolls back with the transaction (a savepoint rolled back drops it, as it
+    would have dropped the row); a failure to write it fails the COMMIT, so nothing of the
+    transaction commits (fail closed). The body is hashed and the statement built now, so the
+    head's lock covers one statement and the COMMIT. The rows of one transaction are chained in
+    the order they were appended. Returns True when deferred to the COMMIT, False when written.
+    Raises ValueError now for a value the canonical form refuses; DatabaseError from the write
+    (at once, or from the atomic block's exit when deferred).
+    """
+    prepared = _prepared(values)
+    if connection.vendor != "postgresql":
+        # SQLite: a transaction holds the database's one write lock from its BEGIN (IMMEDIATE), so
+        # sending the row later would shorten no wait; its two statements share one transaction.
+        with nullcontext() if connection.in_atomic_block else transaction.atomic():
+            result = _send(*prepared)
+        if stored is not None:
+            stored(result)
+        return False
+    sql, params, tenant_id, body = prepared
+
+    def send() -> Callable[[], None]:
+        # Sent now; its RETURNING is read once the backend has sent the COMMIT along with it.
+        cursor = connection.cursor()
+        cursor.execute(sql, [tenant_id, body, body, *params])
+
+        def read() -> None:
+            with cursor:
+                result = tuple(cursor.fetchone())
+            if stored is not None:
+                stored(result)
+        return read
+
+    return before_commit(send)  # deferred, or sent now (autocommit: one statement)
 
 
 # -- verification ------------------------------------------------------------------------------

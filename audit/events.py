@@ -4,15 +4,19 @@ wherever it is written (the decision comes from `AuditEvent.Decision`, never a s
 A denial must survive the rollback of the work it denied: callers write denials outside (after)
 the failed transaction; no function here runs inside a caller's atomic block that is about to roll
 back. Every row is appended by `_write`, the one writer of AuditEvent rows (`audit.chain`
-advances the tenant's hash chain in the same statement). A failed write raises DatabaseError;
-callers treat it as "not executed" (fail closed). None of these functions opens a transaction:
-the tenant's chain head stays locked until the caller's transaction (or autocommit) ends.
+advances the tenant's hash chain in the same statement). None of these functions opens a
+transaction. Inside the caller's transaction the row is sent as its last statement, right before
+its COMMIT (audit.chain.append_chained), so the tenant's chain head is locked for that statement
+and the COMMIT only, and the row commits or rolls back with the caller's work; outside one it is
+written at once. A failed write raises DatabaseError (from the atomic block's exit when sent at
+the COMMIT, which then rolls everything back): callers treat it as "not executed" (fail closed).
 """
 from __future__ import annotations
 
 import math
 import time
 import uuid
+from functools import partial
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -23,7 +27,7 @@ from core import correlation
 from core.redaction.endpoints import scrub_urls
 from core.redaction.text import mask_json, mask_text
 from audit import metrics
-from audit.chain import CHAIN_FIELDS, insert_chained
+from audit.chain import CHAIN_FIELDS, append_chained
 from audit.models import AuditEvent
 from audit.subjects import business_object_of
 
@@ -55,8 +59,10 @@ def _write(
     policy_version: int | None = None, policy_rules: list[str] | tuple[str, ...] | None = None,
     channel: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one AuditEvent (audit.chain.insert_chained: on PostgreSQL one statement with the
-    chain advance) and count it in the metrics; return the stored event.
+    """Append one AuditEvent (audit.chain.append_chained: on PostgreSQL one statement with the
+    chain advance, sent right before the COMMIT of the transaction open now, or at once outside
+    one) and count it in the metrics; return the event. Its `chain_seq`, `prev_hash` and
+    `row_hash` are set once the row is written: None / "" until its transaction commits.
 
     `tool_owner` / `tool_version`: the tool's owner and version when the call was decided, "" when
     the call named no known tool. `masked_arguments` must already be masked (core.redaction.fields);
@@ -95,11 +101,16 @@ def _write(
     )
     event.business_object = business_object_of(decision=decision, masked_arguments=event.masked_arguments)
     event.occurred_at = timezone.now()  # what auto_now_add would set
-    event.chain_seq, event.prev_hash, event.row_hash = insert_chained(
-        {f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields if f.attname not in CHAIN_FIELDS})
-    event._state.adding = False  # stored: a later save() is refused as for any read row
+    append_chained({f.attname: getattr(event, f.attname) for f in AuditEvent._meta.concrete_fields
+                    if f.attname not in CHAIN_FIELDS}, stored=partial(_chained, event))
+    event._state.adding = False  # stored (or to be, with its transaction): a later save() is refused
     metrics.audit_decision(tool_name=tool_name or "-", decision=decision, status=status or "-", tenant_id=tenant_id)
     return event
+
+
+def _chained(event: AuditEvent, link: tuple[int, str, str]) -> None:
+    """Set the chain columns of `event` once its row is written."""
+    event.chain_seq, event.prev_hash, event.row_hash = link
 
 
 def record_sampled(*, group: str, tenant_id: int, message: str, **fields: Any) -> AuditEvent | None:

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from audit.chain import CHAIN_FIELDS, insert_chained
+from audit.chain import CHAIN_FIELDS, append_chained
 from audit.subjects import business_object_of
 
 
@@ -123,8 +123,9 @@ class AuditEvent(models.Model):
         return f"{self.occurred_at:%Y-%m-%d %H:%M:%S} {self.tool_name} {self.decision}"
 
     def save(self, *args, **kwargs) -> None:
-        """Insert once, chained (audit.chain.insert_chained). Raises AuditImmutable for any attempt
-        to save an existing row."""
+        """Insert once, chained (audit.chain.append_chained: inside a transaction, right before its
+        COMMIT; the chain columns are set once written). Raises AuditImmutable for any attempt to
+        save an existing row."""
         if not self._state.adding:
             raise AuditImmutable("audit events are append-only")
         if self.occurred_at is None:
@@ -133,8 +134,11 @@ class AuditEvent(models.Model):
             self.business_object = business_object_of(decision=self.decision, masked_arguments=self.masked_arguments)
         values = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields
                   if f.attname not in CHAIN_FIELDS}
-        self.chain_seq, self.prev_hash, self.row_hash = insert_chained(values)
+        append_chained(values, stored=self._chained)
         self._state.adding = False
+
+    def _chained(self, link: tuple[int, str, str]) -> None:
+        self.chain_seq, self.prev_hash, self.row_hash = link
 
     def delete(self, *args, **kwargs):
         """Always raises AuditImmutable."""
