@@ -48,10 +48,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return self.in_atomic_block and not all(getattr(block, "_from_testcase", False)
                                                 for block in self.atomic_blocks)
 
+    def _test_end_unseen(self) -> bool:
+        """Inside a test case's transaction, the code's outermost open block made no savepoint
+        (`atomic(savepoint=False)`, as Django's deletion collector opens): its end sends nothing
+        this wrapper sees, so nothing would stand in for its COMMIT."""
+        for index, block in enumerate(self.atomic_blocks):
+            if not getattr(block, "_from_testcase", False):
+                return index > 0 and self.savepoint_ids[index - 1] is None
+        return False
+
     def before_commit(self, func: Hook) -> bool:
         """Keep `func` to run right before this transaction's COMMIT; returns False (not kept: the
-        caller runs it now) when no transaction of the code's own is open."""
-        if not self._own_transaction_open():
+        caller runs it now) when no transaction of the code's own is open, or when, inside a test
+        case's transaction, the end of the code's block could not be told (`_test_end_unseen`)."""
+        if not self._own_transaction_open() or self._test_end_unseen():
             return False
         self.run_before_commit.append((set(self.savepoint_ids), func))
         return True
