@@ -350,6 +350,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# After a task could not be sent (the broker unreachable), the broker is not tried again for this
+# many seconds (core.broker): notifications run in-process meanwhile and resumes are left to the
+# recovery sweep, instead of waiting out the publish retries once per task of a mass expiry.
+BROKER_RETRY_SECONDS = env_int("BROKER_RETRY_SECONDS", 30)
 # One message reserved per pool process: with late acks a prefetched message would wait behind a
 # long resume, unacknowledged and eligible for redelivery.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -442,6 +446,7 @@ NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
 # Without a broker, notifications run on at most this many threads per process, each holding at
 # most one database connection while it works (notifications.dispatch; docs/notifications.md).
 NOTIFY_THREADS = env_int("NOTIFY_THREADS", 2)
+# With a broker that cannot be reached, notifications run on those threads instead (never dropped).
 # Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
 # SMTP (EMAIL_HOST...) by default with DEPLOY_ENV=production, where the console and file backends
 # are refused: they write every email, password-reset links included, where the logs go.

@@ -4,8 +4,8 @@ connections it opens.
 Builds --count PENDING approver-gated refund requests of acme whose deadline has passed, each with
 the approvers' "asked to decide" notices recorded (so each expiry tells the requester and retracts
 two approvers: three emails) and --runs of them waiting in real runs (each resumes to tell the model
-CONFIRMATION_EXPIRED). Then runs the web sweeper's sweep (`sweep_once`: one transaction of at most 500 expiries) back to
-back until nothing is due, and waits for every
+CONFIRMATION_EXPIRED). Then runs the expiry of the web sweeper and of settle-on-read (`confirmations_expire_due`: one
+transaction of at most 500 expiries) back to back until nothing is due, and waits for every
 notification, sampling this database's connections (pg_stat_activity) every few milliseconds on a
 connection of its own (not counted). Prints the time, the peak connections, and the notices and
 emails written against those expected.
@@ -123,7 +123,7 @@ def main() -> int:
 
     from agentplatform.runtime import resume
     from agentplatform.runtime.models import Run
-    from agentplatform.runtime.settle import sweep_once
+    from approvals.expiry import confirmations_expire_due
     from approvals.models import ConfirmationRequest
     from notifications import dispatch
     from notifications.models import Notice
@@ -148,8 +148,8 @@ def main() -> int:
     sampler.start()
     started = time.perf_counter()
     swept, batches = 0, 0
-    while True:  # the web sweeper's ticks back to back, as many as it takes (one batch each)
-        expired_now = sweep_once()["expired"]
+    while True:  # the web sweeper's expiry, tick after tick, as many as it takes (one batch each)
+        expired_now = confirmations_expire_due()
         swept, batches = swept + expired_now, batches + 1
         if not expired_now:
             break
