@@ -19,6 +19,7 @@ queue instead of opening a connection each (docs/operations.md, "Mass expiry").
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -34,10 +35,14 @@ logger = logging.getLogger(__name__)
 # Without a broker, notification work runs on the notification threads (False: in the caller's
 # thread, which tests use to stay deterministic).
 EAGER_IN_THREAD = True
+# A process that exits normally (a web server's graceful restart) waits this long for the jobs
+# still queued; a killed one loses them (docs/operations.md, "Mass expiry").
+DRAIN_SECONDS = 10.0
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _workers: list[threading.Thread] = []
 _idle = threading.Condition()
 _pending = 0  # jobs queued or running, guarded by _idle
+_drain_registered = threading.Event()
 
 
 def _run(task, args: tuple) -> None:
@@ -70,11 +75,14 @@ def _work() -> None:
 
 def _submit(task, args: tuple) -> None:
     """Queue a job and make sure NOTIFY_THREADS daemon threads serve the queue (daemon: a process
-    that exits does not wait for a relay's retries)."""
+    that exits waits DRAIN_SECONDS at most, not for a relay's retries)."""
     global _pending
     with _idle:
         _pending += 1
         _workers[:] = [t for t in _workers if t.is_alive()]
+        if not _workers and not _drain_registered.is_set():
+            _drain_registered.set()
+            atexit.register(_drain)
         while len(_workers) < max(1, settings.NOTIFY_THREADS):
             thread = threading.Thread(target=_work, name=f"agentplatform-notify-{len(_workers) + 1}", daemon=True)
             thread.start()
@@ -96,6 +104,14 @@ def dispatch(task, *args: Any) -> None:
         _submit(task, args)
     except Exception:  # noqa: BLE001 - a notification never undoes a decision
         logger.exception("notification task %s was not started", getattr(task, "name", task))
+
+
+def _drain() -> None:
+    """At exit: wait up to DRAIN_SECONDS for the queued jobs (the daemon threads still run then)."""
+    with _idle:
+        if _pending:
+            logger.info("waiting up to %g s for %d queued notification jobs", DRAIN_SECONDS, _pending)
+        _idle.wait_for(lambda: _pending == 0, DRAIN_SECONDS)
 
 
 def notification_threads() -> int:
