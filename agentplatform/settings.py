@@ -443,10 +443,10 @@ WEB_SWEEP_SECONDS = env_int("WEB_SWEEP_SECONDS", 5)
 # `make serve` and `make dev` set it from the address they bind when it is not set (gunicorn.conf.py).
 PLATFORM_BASE_URL = env_str("PLATFORM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
-# Without a broker, notifications run on at most this many threads per process, each holding at
-# most one database connection while it works (notifications.dispatch; docs/notifications.md).
+# Without a broker, or while it cannot be reached (BROKER_RETRY_SECONDS), notifications run on at
+# most this many threads per process, each holding at most one database connection while there is
+# work (notifications.dispatch; docs/notifications.md; docs/operations.md, "Mass expiry").
 NOTIFY_THREADS = env_int("NOTIFY_THREADS", 2)
-# With a broker that cannot be reached, notifications run on those threads instead (never dropped).
 # Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
 # SMTP (EMAIL_HOST...) by default with DEPLOY_ENV=production, where the console and file backends
 # are refused: they write every email, password-reset links included, where the logs go.
