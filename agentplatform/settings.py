@@ -359,6 +359,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# After a task could not be sent (the broker unreachable), the broker is not tried again for this
+# many seconds (core.broker): notifications run in-process meanwhile and resumes are left to the
+# recovery sweep, instead of waiting out the publish retries once per task of a mass expiry.
+BROKER_RETRY_SECONDS = env_int("BROKER_RETRY_SECONDS", 30)
 # One message reserved per pool process: with late acks a prefetched message would wait behind a
 # long resume, unacknowledged and eligible for redelivery.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -478,8 +482,9 @@ WEB_SWEEP_SECONDS = env_int("WEB_SWEEP_SECONDS", 5)
 # `make serve` and `make dev` set it from the address they bind when it is not set (gunicorn.conf.py).
 PLATFORM_BASE_URL = env_str("PLATFORM_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
-# Without a broker, notifications run on at most this many threads per process, each holding at
-# most one database connection while it works (notifications.dispatch; docs/notifications.md).
+# Without a broker, or while it cannot be reached (BROKER_RETRY_SECONDS), notifications run on at
+# most this many threads per process, each holding at most one database connection while there is
+# work (notifications.dispatch; docs/notifications.md; docs/operations.md, "Mass expiry").
 NOTIFY_THREADS = env_int("NOTIFY_THREADS", 2)
 # Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
 # SMTP (EMAIL_HOST...) by default with DEPLOY_ENV=production, where the console and file backends

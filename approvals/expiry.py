@@ -26,8 +26,11 @@ def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: i
     request is a decision already made and never expires; it runs when its turn settles).
 
     `request_ids` restricts the sweep (used right after a late decision); `tenant_id` restricts
-    it to one tenant (settle-on-read). Returns the ids expired by this call; a request expired
-    concurrently by another sweeper is not returned twice.
+    it to one tenant (settle-on-read). `limit`: at most this many in this transaction (one
+    sweep's batch; the rows stay locked until it commits, and each expiry adds its notifications'
+    on-commit work). Returns the ids expired by this call; a request expired concurrently by
+    another sweeper is not returned twice; a sweep (no `request_ids`) leaves a row locked by
+    another transaction (being decided or expired) to it.
     """
     now = clock.now()
     due = ConfirmationRequest.objects.due(now=now)
@@ -36,6 +39,11 @@ def confirmations_expire(*, request_ids: list[uuid.UUID] | None = None, limit: i
     if tenant_id is not None:
         due = due.filter(tenant_id=tenant_id)
     expired: list[uuid.UUID] = []
+    if request_ids is None:
+        # A sweep racing another (beat, the web sweeper, a read's settle) takes the next due rows
+        # instead of queueing behind the other's locked batch; the compare-and-set below still
+        # decides. A targeted expiry (request_ids) waits instead: its caller reads the row next.
+        due = due.select_for_update(skip_locked=True, of=("self",))
     for request in due.order_by("expires_at")[:limit]:
         changed = ConfirmationRequest.objects.filter(pk=request.pk, status=request.status).update(
             status=Status.EXPIRED, decided_at=now, outcome_code="CONFIRMATION_EXPIRED",

@@ -82,6 +82,16 @@ def _notifications_inline(monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _broker_tried_afresh():
+    """A test that found the broker down must not make the next one skip it (core.broker)."""
+    from core import broker
+
+    broker.retry_now()
+    yield
+    broker.retry_now()
+
+
 @pytest.fixture
 def people(db):
     """{tenant slug: {persona: user}} for tenants acme and globex (see agentplatform.runtime.demo.seed)."""

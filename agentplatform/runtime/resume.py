@@ -31,7 +31,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connections, transaction
 
-from core import correlation
+from core import broker, correlation
 from agentplatform.runtime import claims
 from agentplatform.runtime.leases import RunClaimLost
 from agentplatform.runtime.outcome import Listener, RunOutcome, RunParked
@@ -137,7 +137,10 @@ def _enqueue(run_id) -> None:
     # read): that request keeps its own run id for its error bodies and logs.
     own = correlation.current_run_id()
     try:
-        resume_run.delay(str(run_id))
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            resume_run.delay(str(run_id))
+        elif not broker.send(resume_run, str(run_id)):  # down: not waited for once per run
+            logger.warning("resume of run %s was not enqueued now; the recovery sweep will resume it", run_id)
     except Exception:  # noqa: BLE001 - see resume_after_commit: the decision stands
         logger.exception("resume of run %s was not enqueued now; the recovery sweep will resume it", run_id)
     finally:
@@ -146,9 +149,14 @@ def _enqueue(run_id) -> None:
 
 def push(run_ids: Iterable[uuid.UUID]) -> None:
     """Enqueue `resume_run` for each run a recovery sweep found stuck (each is claimed by
-    compare-and-set, so pushing a run twice is harmless)."""
+    compare-and-set, so pushing a run twice is harmless). With the broker unreachable the rest
+    are left for the next sweep, which finds them stuck again (core.broker)."""
     for run_id in run_ids:
-        resume_run.delay(str(run_id))
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            resume_run.delay(str(run_id))
+        elif not broker.send(resume_run, str(run_id)):
+            logger.warning("broker unreachable: stuck runs are pushed again at the next sweep")
+            return
 
 
 def drive_later(*, run_id: uuid.UUID) -> None:
