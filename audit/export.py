@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 
 from audit.chain import CHAIN_FIELDS, UNHASHED_FIELDS, canonical_json
 from audit.models import AuditEvent
@@ -91,16 +91,26 @@ def _sha256(text: str) -> str:
 
 
 def export_batches(rows: QuerySet[AuditEvent]) -> Iterator[list[AuditEvent]]:
-    """`rows` (one tenant's, any order) by chain position in keyset pages, then those without one."""
+    """`rows` (one tenant's, any order) by chain position in keyset pages, then those without one.
+
+    The walk runs between the first and last chain positions of the matching rows (one aggregate,
+    read from the filter's index: for a time range, the index (tenant, occurred_at, chain_seq)
+    alone), so an export of a range reads that range's positions, not the chain from its start
+    to the range and on to the head. Chain positions and times need not agree row by row; the
+    bounds are the matching rows' own, so no row is lost.
+    """
     rows = rows.select_related("actor").order_by()
-    last = 0
-    while True:
-        batch = list(rows.filter(chain_seq__gt=last).order_by("chain_seq")[:EXPORT_BATCH])
-        if batch:
-            yield batch
-        if len(batch) < EXPORT_BATCH:
-            break
-        last = batch[-1].chain_seq
+    bounds = rows.filter(chain_seq__isnull=False).aggregate(first=Min("chain_seq"), last=Max("chain_seq"))
+    if bounds["first"] is not None:
+        chained = rows.filter(chain_seq__lte=bounds["last"])
+        last = bounds["first"] - 1
+        while True:
+            batch = list(chained.filter(chain_seq__gt=last).order_by("chain_seq")[:EXPORT_BATCH])
+            if batch:
+                yield batch
+            if len(batch) < EXPORT_BATCH or batch[-1].chain_seq >= bounds["last"]:
+                break
+            last = batch[-1].chain_seq
     stray = list(rows.filter(chain_seq__isnull=True).order_by("occurred_at", "id")[:EXPORT_BATCH])
     if stray:
         yield stray

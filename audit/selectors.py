@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import datetime
 
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet, Subquery
 
 from audit.models import AuditEvent
 
@@ -38,7 +39,7 @@ def audit_events_for(
     if tool:
         rows = rows.filter(tool_name=tool)
     if username:
-        rows = rows.filter(actor__username=username)
+        rows = rows.filter(actor_id=actor_id_of(username))
     if status:
         rows = rows.filter(status=status)
     if decision:
@@ -56,3 +57,12 @@ def audit_events_for(
     if occurred_to is not None:
         rows = rows.filter(occurred_at__lt=occurred_to)
     return rows.order_by("occurred_at", "id")
+
+
+def actor_id_of(username: str) -> Subquery:
+    """The id of the user named `username` as a one-value subquery (NULL when nobody has it).
+
+    A filter on `actor_id = (subquery)` lets PostgreSQL read the index (tenant, actor, chain_seq)
+    in chain order; a join on the user's name would sort every row of the actor instead.
+    """
+    return Subquery(get_user_model().objects.filter(username=username).values("pk")[:1])

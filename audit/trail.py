@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q, QuerySet
 
 from audit.models import AuditChainHead, AuditEvent
+from audit.selectors import actor_id_of
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -76,7 +77,7 @@ def trail_rows(*, tenant_id: int, filters: TrailFilter) -> QuerySet[AuditEvent]:
     if filters.status:
         rows = rows.filter(status=filters.status)
     if filters.actor:
-        rows = rows.filter(actor__username=filters.actor)
+        rows = rows.filter(actor_id=actor_id_of(filters.actor))
     if filters.since is not None:
         rows = rows.filter(occurred_at__gte=filters.since)
     if filters.until is not None:
