@@ -6,7 +6,8 @@ days before now in chain order (with a few seconds of jitter, so times and chain
 agree row by row). Then times, for each size: the audit API's first page unfiltered and filtered by
 tool, status, user, business object, a 1-day and a 100-day range; the CSV export of one day (and of
 four days at the large size); the auditor's `/audit/` page; the admin changelist of audit events,
-unfiltered and filtered. Prints median and p95 at each size, the growth ratio, and EXPLAINs the
+unfiltered and filtered, as the platform operator (every tenant's rows: the same table at both
+sizes) and as the tenant's administrator. Prints median and p95 at each size, the growth ratio, and EXPLAINs the
 slowest statement of every surface that grows 1.5x or more.
 
     createdb -h 127.0.0.1 -U postgres ap_audit_bench
@@ -104,6 +105,10 @@ def _surfaces(tenant, auditor, actors, *, large: bool) -> dict[str, Callable[[],
     admin_user, _ = User.objects.get_or_create(username="bench_audit_operator",
                                                defaults={"is_superuser": True, "is_staff": True})
     operator.force_login(admin_user)
+    tenant_admin = Client()
+    staff, _ = User.objects.get_or_create(username=f"{auditor.username}_admin",
+                                          defaults={"is_staff": True, "tenant": tenant})
+    tenant_admin.force_login(staff)
     now = _common_now()
     day = (now - datetime.timedelta(days=DAYS // 2)).replace(hour=0, minute=0, second=0)
 
@@ -131,6 +136,8 @@ def _surfaces(tenant, auditor, actors, *, large: bool) -> dict[str, Callable[[],
         "/audit/ page ?tool=": get(api, "/audit/?tool=refund_order"),
         "CSV export, 1 day": get(api, f"/api/v1/audit-events/?format=csv&{one_day}", stream=True),
         "admin changelist": get(operator, "/admin/audit/auditevent/"),
+        "admin (tenant admin)": get(tenant_admin, "/admin/audit/auditevent/"),
+        "admin (tenant admin) ?tool": get(tenant_admin, "/admin/audit/auditevent/?tool_name=refund_order"),
         "admin ?decision= &tenant=": get(operator, f"/admin/audit/auditevent/?decision__exact=DENIED"
                                                    f"&tenant__id__exact={tenant.pk}"),
     }
