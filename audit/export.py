@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Max, Min, QuerySet
+from django.db import connection
+from django.db.models import QuerySet
 
 from audit.chain import CHAIN_FIELDS, UNHASHED_FIELDS, canonical_json
 from audit.models import AuditEvent
@@ -100,7 +101,7 @@ def export_batches(rows: QuerySet[AuditEvent]) -> Iterator[list[AuditEvent]]:
     bounds are the matching rows' own, so no row is lost.
     """
     rows = rows.select_related("actor").order_by()
-    bounds = rows.filter(chain_seq__isnull=False).aggregate(first=Min("chain_seq"), last=Max("chain_seq"))
+    bounds = _chain_bounds(rows)
     if bounds["first"] is not None:
         chained = rows.filter(chain_seq__lte=bounds["last"])
         last = bounds["first"] - 1
@@ -114,6 +115,23 @@ def export_batches(rows: QuerySet[AuditEvent]) -> Iterator[list[AuditEvent]]:
     stray = list(rows.filter(chain_seq__isnull=True).order_by("occurred_at", "id")[:EXPORT_BATCH])
     if stray:
         yield stray
+
+
+def _chain_bounds(rows: QuerySet[AuditEvent]) -> dict[str, int | None]:
+    """{"first", "last"}: the lowest and highest chain position among `rows` (None when none).
+
+    Read from the matching rows themselves (a subquery the planner may not turn into "walk the
+    chain index from its start until a row matches", which is what MIN() alone becomes): the
+    cost is that of the rows the export reads anyway.
+    """
+    if rows.query.is_empty():
+        return {"first": None, "last": None}
+    sql, params = rows.filter(chain_seq__isnull=False).order_by().values("chain_seq").query.sql_with_params()
+    fence = " OFFSET 0" if connection.vendor == "postgresql" else ""  # keeps the subquery a subquery
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT MIN(chain_seq), MAX(chain_seq) FROM ({sql}{fence}) AS matching", params)
+        first, last = cursor.fetchone()
+    return {"first": first, "last": last}
 
 
 def jsonl_lines(rows: QuerySet[AuditEvent]) -> Iterator[bytes]:
