@@ -33,6 +33,7 @@ from core.redaction.endpoints import recorded_event_shown
 from core.redaction.text import mask_json, mask_text
 
 EXPORT_BATCH = 500
+EXPORT_WINDOW = EXPORT_BATCH  # chain positions one batch query may span
 COLUMNS = ["id", "occurred_at", "actor", "tool_name", "tool_owner", "tool_version", "decision", "policy_decision",
            "status", "request_id", "conversation_id", "run_id", "tool_call_id", "arguments_hash", "masked_arguments",
            "confirmation_id", "idempotency_key", "business_result_id", "duration_ms", "message"]
@@ -94,24 +95,26 @@ def _sha256(text: str) -> str:
 def export_batches(rows: QuerySet[AuditEvent]) -> Iterator[list[AuditEvent]]:
     """`rows` (one tenant's, any order) by chain position in keyset pages, then those without one.
 
-    The walk runs between the first and last chain positions of the matching rows (one aggregate,
-    read from the filter's index: for a time range, the index (tenant, occurred_at, chain_seq)
-    alone), so an export of a range reads that range's positions, not the chain from its start
-    to the range and on to the head. Chain positions and times need not agree row by row; the
-    bounds are the matching rows' own, so no row is lost.
+    The walk runs between the first and last chain positions of the matching rows (_chain_bounds),
+    in windows of EXPORT_WINDOW positions, so an export of a range reads that range's positions,
+    not the chain from its start to the range and on to the head, and N days cost about N times
+    one day. Chain positions and times need not agree row by row; the bounds are the matching
+    rows' own, so no row is lost. A sparse filter over a long trail costs one short query per
+    window (a rare tool over 1,000,000 positions: 2,000 index probes).
     """
     rows = rows.select_related("actor").order_by()
     bounds = _chain_bounds(rows)
     if bounds["first"] is not None:
-        chained = rows.filter(chain_seq__lte=bounds["last"])
-        last = bounds["first"] - 1
-        while True:
-            batch = list(chained.filter(chain_seq__gt=last).order_by("chain_seq")[:EXPORT_BATCH])
+        # Each batch reads a window of at most EXPORT_WINDOW chain positions: PostgreSQL then walks
+        # the chain index (tenant, chain_seq), or the filter's own, in order, instead of reading
+        # the whole time range from the time index and sorting it again for every batch.
+        last, end = bounds["first"] - 1, bounds["last"]
+        while last < end:
+            upto = min(last + EXPORT_WINDOW, end)
+            batch = list(rows.filter(chain_seq__gt=last, chain_seq__lte=upto).order_by("chain_seq")[:EXPORT_BATCH])
             if batch:
                 yield batch
-            if len(batch) < EXPORT_BATCH or batch[-1].chain_seq >= bounds["last"]:
-                break
-            last = batch[-1].chain_seq
+            last = batch[-1].chain_seq if len(batch) == EXPORT_BATCH else upto
     stray = list(rows.filter(chain_seq__isnull=True).order_by("occurred_at", "id")[:EXPORT_BATCH])
     if stray:
         yield stray
