@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.db.models import Q
 
 from core.redaction.endpoints import recorded_event_shown
 from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin
-from audit.admin_lists import (EstimatedCountPaginator, RecentFilter, StatusFilter, ToolNameFilter,
-                               tenant_in_scope)
+from audit.admin_lists import EstimatedCountPaginator, RecentFilter, StatusFilter, tenant_in_scope
 from audit.models import AuditEvent
+from tools.models import Tool
 
 
 class ReadOnlyAdminMixin:
@@ -39,6 +40,25 @@ class ReadOnlyInlineMixin(ReadOnlyAdminMixin):
     max_num = 0
     can_delete = False
     show_change_link = True
+
+
+class ToolNameFilter(admin.SimpleListFilter):
+    """By tool name (`?tool_name=`): the names of the Tool rows in scope (every tenant's tools
+    and, with one tenant in scope, that tenant's own), not the distinct names of the trail."""
+
+    title = "tool name"
+    parameter_name = "tool_name"
+
+    def lookups(self, request, model_admin):
+        tools = Tool.objects.all()
+        tenant_id = tenant_in_scope(request)
+        if tenant_id is not None:
+            tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+        names = sorted(set(tools.values_list("name", flat=True)) | ({self.value()} if self.value() else set()))
+        return [(name, name) for name in names]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(tool_name=self.value()) if self.value() else queryset
 
 
 @admin.register(AuditEvent)

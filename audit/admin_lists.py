@@ -4,7 +4,7 @@ the trail, and a paginator that does not count it.
 Django's defaults read every row of the trail on each changelist view: a list filter on a plain
 column lists its values with `SELECT DISTINCT` over the table, `date_hierarchy` lists the years
 with another DISTINCT, and the paginator counts the filtered rows exactly. Here the tool filter
-lists the Tool rows in scope, the status filter the statuses of the tenant in scope read by a
+(audit.admin, the entry point that may read the Tool rows) lists the Tool rows in scope, the status filter the statuses of the tenant in scope read by a
 skip scan of the index (tenant, status, chain_seq) (one index descent per distinct status), the
 time filter has fixed choices, and the paginator counts at most COUNT_CAP rows, beyond which it
 shows the planner's estimate, labelled as one (docs/audit.md "The admin's list of audit events").
@@ -18,7 +18,7 @@ from functools import cached_property
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from audit.models import AuditEvent
 from audit.selectors import within
@@ -56,27 +56,6 @@ def statuses_of(tenant_id: int) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [tenant_id, tenant_id, STATUS_CHOICES_MAX])
         return [row[0] for row in cursor.fetchall()]
-
-
-class ToolNameFilter(admin.SimpleListFilter):
-    """By tool name (`?tool_name=`): the names of the Tool rows in scope (every tenant's tools
-    and, with one tenant in scope, that tenant's own), not the distinct names of the trail."""
-
-    title = "tool name"
-    parameter_name = "tool_name"
-
-    def lookups(self, request, model_admin):
-        from tools.models import Tool
-
-        tools = Tool.objects.all()
-        tenant_id = tenant_in_scope(request)
-        if tenant_id is not None:
-            tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
-        names = sorted(set(tools.values_list("name", flat=True)) | ({self.value()} if self.value() else set()))
-        return [(name, name) for name in names]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(tool_name=self.value()) if self.value() else queryset
 
 
 class StatusFilter(admin.SimpleListFilter):
