@@ -43,7 +43,7 @@ class ReadOnlyInlineMixin(ReadOnlyAdminMixin):
 
 
 class ToolNameFilter(admin.SimpleListFilter):
-    """By tool name (`?tool_name=`): the names of the Tool rows in scope (every tenant's tools
+    """By tool name (`?tool_name=`): the names of the Tool rows in scope (the platform's tools
     and, with one tenant in scope, that tenant's own), not the distinct names of the trail."""
 
     title = "tool name"
