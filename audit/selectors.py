@@ -101,10 +101,10 @@ def chain_span(*, tenant_id: int, occurred_from: datetime.datetime | None,
     where, params = ["tenant_id = %s", "chain_seq IS NOT NULL"], [tenant_id]
     if occurred_from is not None:
         where.append("occurred_at >= %s")
-        params.append(occurred_from)
+        params.append(connection.ops.adapt_datetimefield_value(occurred_from))
     if occurred_to is not None:
         where.append("occurred_at < %s")
-        params.append(occurred_to)
+        params.append(connection.ops.adapt_datetimefield_value(occurred_to))
     sql = (f"SELECT MIN(chain_seq), MAX(chain_seq), COUNT(*) FROM (SELECT chain_seq FROM "
            f"{AuditEvent._meta.db_table} WHERE {' AND '.join(where)} ORDER BY occurred_at LIMIT %s) AS span")
     with connection.cursor() as cursor:
