@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q, QuerySet
 
 from audit.models import AuditChainHead, AuditEvent
+from audit.selectors import actor_id_of, within
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
@@ -76,11 +77,9 @@ def trail_rows(*, tenant_id: int, filters: TrailFilter) -> QuerySet[AuditEvent]:
     if filters.status:
         rows = rows.filter(status=filters.status)
     if filters.actor:
-        rows = rows.filter(actor__username=filters.actor)
-    if filters.since is not None:
-        rows = rows.filter(occurred_at__gte=filters.since)
-    if filters.until is not None:
-        rows = rows.filter(occurred_at__lt=filters.until)
+        rows = rows.filter(actor_id=actor_id_of(filters.actor))
+    if filters.since is not None or filters.until is not None:
+        rows = within(rows, tenant_id=tenant_id, occurred_from=filters.since, occurred_to=filters.until)
     search = filters.search.strip()
     if search and _UUID.match(search):
         ident = uuid.UUID(search)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0011_auditevent_channel'),
+        ('audit', '0012_auditlist_indexes'),
         ('tenancy', '0003_user_is_service_account'),
     ]
 
