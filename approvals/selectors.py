@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Exists, F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.db.models.lookups import IsNull
 from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from core import clock
@@ -51,9 +52,24 @@ def approvals_count_expression() -> Coalesce:
                              output_field=IntegerField()), 0)
 
 
-def decided_by(user) -> Exists:
-    """Whether `user` decided the outer request's current revision (one index probe)."""
-    return Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user, revision=OuterRef("revision")))
+def decision_of(user, *, current_revision: bool = True) -> Subquery:
+    """The id of a decision of `user` on the outer request (its current revision, or any when
+    `current_revision` is False), or NULL: a scalar subquery, one index probe per row it is
+    evaluated on.
+
+    Scalar on purpose: PostgreSQL may run an EXISTS or IN over a correlated subquery as a hash of
+    every row the subquery could match (here: every decision this user ever made, a table that grows
+    with the history) built before the first row; a scalar subquery is always probed per row, so a
+    page that stops after 25 rows probes about 25 times."""
+    mine = Approval.objects.filter(request=OuterRef("pk"), approver=user)
+    if current_revision:
+        mine = mine.filter(revision=OuterRef("revision"))
+    return Subquery(mine.order_by().values("pk")[:1])
+
+
+def decided_by(user) -> IsNull:
+    """Whether `user` decided the outer request's current revision (a boolean; see decision_of)."""
+    return IsNull(decision_of(user), False)
 
 
 def annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
@@ -107,8 +123,7 @@ def count_decidable_by(*, user) -> int:
         return 0
     return _independent(ConfirmationRequest.objects.open().filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, tool__in=_approvable_tools(user),
-    ).exclude(user_id=user.pk), user).filter(
-        ~Exists(Approval.objects.filter(request=OuterRef("pk"), approver_id=user.pk))).count()
+    ).exclude(user_id=user.pk), user).filter(IsNull(decision_of(user, current_revision=False), True)).count()
 
 
 def deciders_of(request: ConfirmationRequest) -> QuerySet:
@@ -178,9 +193,9 @@ def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
     if user.tenant_id is None or not user.is_active:
         return ConfirmationRequest.objects.none()
     now = clock.now()
-    # Correlated EXISTS rather than `pk IN (every request this user ever decided)`: the IN list
-    # grows with the user's history, the probe reads one index entry per row the page looks at.
-    ever_decided = Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user))
+    # A probe per row rather than `pk IN (every request this user ever decided)`: the IN list
+    # grows with the user's history (decision_of).
+    ever_decided = IsNull(decision_of(user, current_revision=False), False)
     qs = ConfirmationRequest.objects.filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS,
     ).filter((Q(tool__in=_approvable_tools(user)) & ~Q(user_id=user.pk)) | ever_decided)

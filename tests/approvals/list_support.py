@@ -15,9 +15,9 @@ DECIDED = ("CONSUMED", "CONSUMED", "CANCELLED", "EXPIRED")  # ran, ran, rejected
 
 
 def history_build(*, requester, approvers, decided: int, waiting: int, start: int) -> list[ConfirmationRequest]:
-    """Add `decided` decided and `waiting` waiting requests (ids from `start`, the waiting ones the
-    newest), created a minute apart; with a larger `start`, a call's rows are newer than an earlier
-    call's. A request that ran carries an APPROVE of each of
+    """Add `decided` decided and `waiting` waiting requests (ids from `start`): the decided ones
+    created a minute apart long ago (with a larger `start`, newer than an earlier call's), the
+    waiting ones now. A request that ran carries an APPROVE of each of
     `approvers` (two users), a rejected one a REJECT of the second. Returns the rows."""
     conversation = Conversation.objects.create(tenant_id=requester.tenant_id, user=requester, title="lists")
     tool = Tool.objects.get(name="refund_order")
@@ -42,8 +42,10 @@ def history_build(*, requester, approvers, decided: int, waiting: int, start: in
         elif row.status == "CANCELLED":
             decisions.append(Approval(request=row, approver=approvers[1], decision="REJECT", comment="no"))
     Approval.objects.bulk_create(decisions, batch_size=2000)
-    # created_at is auto_now_add: spread it a minute apart, the highest n the newest.
-    ordered = sorted(rows, key=lambda r: int(r.tool_call_id.split("_")[1]))
+    # created_at is auto_now_add: spread the decided ones a minute apart in the past, the highest n
+    # the newest. The waiting ones keep theirs (now): an approver's standing must predate a request
+    # for their decision to count (approvals.independence), and the seeds granted it a moment ago.
+    ordered = sorted((r for r in rows if r.status != "PENDING"), key=lambda r: int(r.tool_call_id.split("_")[1]))
     base = now - datetime.timedelta(days=400) + datetime.timedelta(minutes=start)
     for n, row in enumerate(ordered):
         row.created_at = base + datetime.timedelta(minutes=n)
