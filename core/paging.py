@@ -74,6 +74,7 @@ class CappedCountPaginator(Paginator):
         return counted
 
     def validate_number(self, number) -> int:
+        self.count  # noqa: B018 - counting first sets count_capped
         if self.count_capped:
             try:
                 number = int(number)

@@ -10,6 +10,7 @@ from django.urls import reverse
 from agentplatform.api.pagination import CappedCountPagePagination
 from approvals import inbox, selectors
 from core import paging
+from tests.api.conftest import api  # noqa: F401 - fixture
 from tests.approvals.list_support import history_build
 
 
