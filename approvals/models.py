@@ -146,6 +146,12 @@ class ConfirmationRequest(models.Model):
             # generic plan cannot prove a partial index's predicate.
             models.Index(fields=["tenant", "status", "expires_at"], name="request_due_by_tenant"),
             models.Index(fields=["status", "expires_at"], name="request_due"),
+            # The lists, each in the order it pages (newest first, the id breaking ties), so a page
+            # reads its own rows and stops: the approvers' history and open lists (tenant, policy),
+            # a requester's own requests (tenant, user), the tenant administrator's changelist.
+            models.Index(fields=["tenant", "policy", "-created_at", "-id"], name="request_policy_newest"),
+            models.Index(fields=["tenant", "user", "-created_at", "-id"], name="request_requester_newest"),
+            models.Index(fields=["tenant", "-created_at", "-id"], name="request_tenant_newest"),
         ]
 
     def __str__(self) -> str:

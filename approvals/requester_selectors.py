@@ -25,7 +25,7 @@ def requests_of(*, user, state: str = "all") -> QuerySet[ConfirmationRequest]:
         qs = qs.open()
     elif state == "history":
         qs = qs.exclude(ConfirmationRequest.open_q(clock.now()))
-    return annotated(qs, user).select_related("decided_by").order_by("-created_at")
+    return annotated(qs, user).select_related("decided_by").order_by("-created_at", "-pk")
 
 
 def regates_of(*, tenant_id: int, request_ids: list) -> dict:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models import F, Func, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import IsNull
 from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from core import clock
@@ -38,15 +40,44 @@ def approvals_counted(request: ConfirmationRequest) -> int:
     return Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision).count()
 
 
+def approvals_count_expression() -> Coalesce:
+    """The number of APPROVE and EDIT decisions on a request's current revision, as a correlated
+    subquery of the outer request row (one index probe on the decisions of that request).
+
+    A subquery rather than a joined COUNT: a COUNT over a join groups every request the query
+    matches before it can sort and cut a page, so a page of 25 cost the tenant's whole history;
+    the subquery runs only for the rows a page returns (docs/performance.md, "Scale")."""
+    counted = Approval.objects.filter(request=OuterRef("pk"), decision__in=COUNTED, revision=OuterRef("revision"))
+    return Coalesce(Subquery(counted.order_by().annotate(n=Func(F("pk"), function="COUNT")).values("n")[:1],
+                             output_field=IntegerField()), 0)
+
+
+def decision_of(user, *, current_revision: bool = True) -> Subquery:
+    """The id of a decision of `user` on the outer request (its current revision, or any when
+    `current_revision` is False), or NULL: a scalar subquery, one index probe per row it is
+    evaluated on.
+
+    Scalar on purpose: PostgreSQL may run an EXISTS or IN over a correlated subquery as a hash of
+    every row the subquery could match (here: every decision this user ever made, a table that grows
+    with the history) built before the first row; a scalar subquery is always probed per row, so a
+    page that stops after 25 rows probes about 25 times."""
+    mine = Approval.objects.filter(request=OuterRef("pk"), approver=user)
+    if current_revision:
+        mine = mine.filter(revision=OuterRef("revision"))
+    return Subquery(mine.order_by().values("pk")[:1])
+
+
+def decided_by(user) -> IsNull:
+    """Whether `user` decided the outer request's current revision (a boolean; see decision_of)."""
+    return IsNull(decision_of(user), False)
+
+
 def annotated(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
     """Add `approvals_count` (APPROVE and EDIT decisions on the current revision: an edit restarts
-    the quorum) and `decided_by_me` (on the current revision); prefetch the decisions."""
+    the quorum) and `decided_by_me` (on the current revision); prefetch the decisions. Both are
+    correlated subqueries: no GROUP BY, so a sorted and limited page reads only its own rows."""
     return qs.select_related("user", "tool").prefetch_related("approvals__approver").annotate(
-        approvals_count=Count("approvals", filter=Q(approvals__decision__in=COUNTED,
-                                                    approvals__revision=F("revision")), distinct=True),
-        decided_by_me=Exists(Approval.objects.filter(request=OuterRef("pk"), approver=user,
-                                                     revision=OuterRef("revision"))),
-    )
+        approvals_count=approvals_count_expression(), decided_by_me=decided_by(user))
 
 
 def _independent(qs: QuerySet[ConfirmationRequest], user) -> QuerySet[ConfirmationRequest]:
@@ -73,7 +104,7 @@ def requests_decidable_by(*, user) -> QuerySet[ConfirmationRequest]:
         tool__in=_approvable_tools(user),
     ).exclude(user_id=user.pk)
     qs = annotated(_independent(qs, user), user).filter(decided_by_me=False)
-    return qs.order_by("-created_at")
+    return qs.order_by("-created_at", "-pk")
 
 
 def may_approve(*, user) -> bool:
@@ -92,8 +123,7 @@ def count_decidable_by(*, user) -> int:
         return 0
     return _independent(ConfirmationRequest.objects.open().filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, tool__in=_approvable_tools(user),
-    ).exclude(user_id=user.pk), user).filter(
-        ~Exists(Approval.objects.filter(request=OuterRef("pk"), approver_id=user.pk))).count()
+    ).exclude(user_id=user.pk), user).filter(IsNull(decision_of(user, current_revision=False), True)).count()
 
 
 def deciders_of(request: ConfirmationRequest) -> QuerySet:
@@ -163,14 +193,14 @@ def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
     if user.tenant_id is None or not user.is_active:
         return ConfirmationRequest.objects.none()
     now = clock.now()
+    # A probe per row rather than `pk IN (every request this user ever decided)`: the IN list
+    # grows with the user's history (decision_of).
+    ever_decided = IsNull(decision_of(user, current_revision=False), False)
     qs = ConfirmationRequest.objects.filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS,
-    ).filter(
-        (Q(tool__in=_approvable_tools(user)) & ~Q(user_id=user.pk))
-        | Q(pk__in=Approval.objects.filter(approver=user).values("request_id"))
-    )
+    ).filter((Q(tool__in=_approvable_tools(user)) & ~Q(user_id=user.pk)) | ever_decided)
     qs = annotated(qs, user).filter(~ConfirmationRequest.open_q(now) | Q(decided_by_me=True))
-    return qs.order_by("-created_at")
+    return qs.order_by("-created_at", "-pk")
 
 
 def request_as_seen_by_decider(*, user, request_id) -> ConfirmationRequest | None:

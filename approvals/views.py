@@ -10,7 +10,6 @@ import uuid
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentplatform.tenancy.roles import is_auditor
 from core.errors import DomainError, NotFoundError
+from core.paging import CappedCountPaginator
 from approvals import claims, inbox, requester_selectors, selectors
 from approvals.cards import amount_text, argument_items, display_name, present, request_id_or_404, summarize
 from approvals.forms import ApproveForm, RejectForm
@@ -205,7 +205,8 @@ def live(request: HttpRequest) -> JsonResponse:
 def mine(request: HttpRequest) -> HttpResponse:
     """My requests: every gated call I made, newest first, with who decided what,
     their comments and edits, the expiry, and Withdraw while pending."""
-    page = Paginator(requester_selectors.requests_of(user=request.user), HISTORY_PAGE_SIZE).get_page(
+    # The count reads at most COUNT_CAP rows; past it the pager says "of more than N" (core.paging).
+    page = CappedCountPaginator(requester_selectors.requests_of(user=request.user), HISTORY_PAGE_SIZE).get_page(
         request.GET.get("page"))
     rows = []
     regates = requester_selectors.regates_of(tenant_id=request.user.tenant_id,

@@ -2,8 +2,10 @@
 
 Builds acme's bench history at two sizes (confirmation requests of refund_order gated on two
 approvers, almost all decided, a few waiting), and times each surface at both: the approver's
-history page and API list, the requester's "my requests" page and API list, the pending tab, and
-the settle-on-read expiry check run before every page and API call. Prints median and p95 at each
+history page and API list, the requester's "my requests" page and API list, the pending tab, the
+admin changelists of requests and approvals (as the tenant's administrator), and the
+settle-on-read expiry check run before every page and API call. A request that ran carries two
+approvals, a rejected one a rejection. Prints median and p95 at each
 size and the growth ratio, and EXPLAINs the slowest statement of every surface that grows 1.5x or
 more.
 
@@ -12,8 +14,7 @@ more.
 
 Sizes are counts of decided requests; the waiting ones are --waiting-small / --waiting-large. The
 rows are bench artefacts (conversation "bench: scale"): `_data.reset` removes them before the run.
-Not yet measured here: the audit API and export at 10k/1M rows, the admin
-changelists, audit verification, the chain-head lock, retention.
+The audit surfaces are bench/scale_audit.py's.
 """
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ import _common
 GROWTH_LIMIT = 1.5  # a page may cost at most 1.5x more at 100x the history
 
 
-def _build(*, requester, conversation, decided: int, waiting: int, start: int) -> None:
-    """Add `decided` decided and `waiting` waiting refund requests of `requester` (ids from `start`)."""
-    from approvals.models import ConfirmationRequest
+def _build(*, requester, approvers, conversation, decided: int, waiting: int, start: int) -> None:
+    """Add `decided` decided and `waiting` waiting refund requests of `requester` (ids from `start`),
+    with the decisions of `approvers` (two users): both approved the ones that ran, the second
+    rejected the ones rejected."""
+    from approvals.models import Approval, ConfirmationRequest
     from core import clock
     from tools.models import Tool
 
@@ -51,6 +54,13 @@ def _build(*, requester, conversation, decided: int, waiting: int, start: int) -
             decided_at=None if is_waiting else created + datetime.timedelta(seconds=30),
             expires_at=(now + datetime.timedelta(hours=2)) if is_waiting else created + datetime.timedelta(hours=1)))
     ConfirmationRequest.objects.bulk_create(rows, batch_size=5000)
+    decisions = []
+    for row in rows:
+        if row.status == "CONSUMED":
+            decisions += [Approval(request=row, approver=approver, decision="APPROVE") for approver in approvers]
+        elif row.status == "CANCELLED":
+            decisions.append(Approval(request=row, approver=approvers[1], decision="REJECT", comment="scale"))
+    Approval.objects.bulk_create(decisions, batch_size=5000)
     # created_at is auto_now_add: spread it as a real history would be
     ids = [row.pk for row in rows]
     from django.db import connection
@@ -59,7 +69,10 @@ def _build(*, requester, conversation, decided: int, waiting: int, start: int) -
         cursor.execute(
             "UPDATE approvals_confirmationrequest SET created_at = expires_at - interval '1 hour' "
             "WHERE id = ANY(%s) AND status <> 'PENDING'", [ids])
+        cursor.execute("UPDATE approvals_approval SET created_at = r.decided_at FROM approvals_confirmationrequest r "
+                       "WHERE r.id = approvals_approval.request_id AND r.id = ANY(%s)", [ids])
         cursor.execute("ANALYZE approvals_confirmationrequest")
+        cursor.execute("ANALYZE approvals_approval")
 
 
 def _clear(tenant) -> None:
@@ -79,9 +92,10 @@ def _surfaces(people: dict[str, Any]) -> dict[str, Callable[[], Any]]:
 
     from approvals.expiry import confirmations_expire_due
 
-    approver, requester = Client(), Client()
+    approver, requester, administrator = Client(), Client(), Client()
     approver.force_login(people["approver1"])
     requester.force_login(people["requester"])
+    administrator.force_login(people["admin"])  # the tenant's administrator: the admin scoped to acme
     tenant_id = people["requester"].tenant_id
 
     def get(client: Client, path: str) -> Callable[[], Any]:
@@ -97,6 +111,8 @@ def _surfaces(people: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         "/approvals/ (pending tab)": get(approver, "/approvals/"),
         "/approvals/mine/": get(requester, "/approvals/mine/"),
         "GET /api/v1/my-requests/": get(requester, "/api/v1/my-requests/"),
+        "admin: confirmation requests": get(administrator, "/admin/approvals/confirmationrequest/"),
+        "admin: approvals": get(administrator, "/admin/approvals/approval/"),
         "expiry check (settle-on-read)": lambda: confirmations_expire_due(tenant_id=tenant_id),
     }
 
@@ -164,9 +180,11 @@ def main() -> int:
         f"large: {args.large} decided + {args.waiting_large} waiting",
         f"{args.repeat} timed calls per surface and size after one warm-up; pages through Django's test client",
     ])
-    _build(requester=requester, conversation=conversation, decided=args.small, waiting=args.waiting_small, start=0)
+    approvers = [people["approver1"], people["approver2"]]
+    _build(requester=requester, approvers=approvers, conversation=conversation, decided=args.small,
+           waiting=args.waiting_small, start=0)
     small = _measure(_surfaces(people), args.repeat)
-    _build(requester=requester, conversation=conversation, decided=args.large - args.small,
+    _build(requester=requester, approvers=approvers, conversation=conversation, decided=args.large - args.small,
            waiting=args.waiting_large - args.waiting_small, start=args.small + args.waiting_small)
     large = _measure(_surfaces(people), args.repeat)
 

@@ -33,7 +33,8 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.pagination import Cursor, CursorPagination, PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
+from rest_framework.exceptions import NotFound
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from agentplatform.api.errors import InvalidCursor
@@ -115,6 +116,63 @@ class PagePagination(PageNumberPagination):
         if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE):
             raise InvalidInputError(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
         return super().paginate_queryset(queryset, request, view)
+
+
+class CappedCountPagePagination(PagePagination):
+    """`?page=N&page_size=M` as PagePagination, without counting a whole history:
+    -> {count, count_capped, next, previous, results}.
+
+    The page reads `page_size` + 1 rows (the extra one says whether a next page exists); `count`
+    is exact up to COUNT_CAP and otherwise COUNT_CAP with `count_capped` true ("more than 1,000"),
+    read from at most COUNT_CAP + 1 rows. A page past the last answers 404 NOT_FOUND, as before.
+    A deep page still skips its OFFSET rows: its cost is the depth asked for, not the history.
+    """
+
+    count_cap = 1000
+
+    def paginate_queryset(self, queryset, request, view=None):
+        raw = request.query_params.get(self.page_query_param)
+        if raw is not None and (not PAGE_NUMBER.fullmatch(raw) or not 1 <= int(raw) <= MAX_PAGE):
+            raise InvalidInputError(f"{self.page_query_param} must be an integer from 1 to {MAX_PAGE}")
+        self.request = request
+        size = self.get_page_size(request)
+        self.number = int(raw) if raw is not None else 1
+        start = (self.number - 1) * size
+        rows = list(queryset[start:start + size + 1])
+        if not rows and self.number > 1:
+            raise NotFound("that page contains no results")
+        self.has_next = len(rows) > size
+        counted = queryset.order_by().values("pk")[:self.count_cap + 1].count()
+        self.count, self.count_capped = min(counted, self.count_cap), counted > self.count_cap
+        return rows[:size]
+
+    def get_next_link(self) -> str | None:
+        if not self.has_next:
+            return None
+        return replace_query_param(self.request.build_absolute_uri(), self.page_query_param, self.number + 1)
+
+    def get_previous_link(self) -> str | None:
+        if self.number <= 1:
+            return None
+        url = self.request.build_absolute_uri()
+        if self.number == 2:
+            return remove_query_param(url, self.page_query_param)
+        return replace_query_param(url, self.page_query_param, self.number - 1)
+
+    def get_paginated_response(self, data) -> Response:
+        return Response({"count": self.count, "count_capped": self.count_capped, "next": self.get_next_link(),
+                         "previous": self.get_previous_link(), "results": data})
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        shape = super().get_paginated_response_schema(schema)
+        shape["properties"]["count"]["description"] = (
+            f"Rows in the list, exact up to {self.count_cap}; {self.count_cap} with count_capped true when there "
+            "are more (a count never reads the whole history).")
+        shape["properties"]["count_capped"] = {"type": "boolean", "example": False,
+                                               "description": f"True when the list holds more than {self.count_cap} "
+                                                              "rows (count stops there)."}
+        shape["required"] = [*shape.get("required", []), "count_capped"]
+        return shape
 
 
 def paginated_response(view: APIView, queryset: QuerySet, serializer_class: type[serializers.Serializer],

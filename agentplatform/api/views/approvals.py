@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from core import clock
 from agentplatform.api.base import ApiView
-from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.pagination import CappedCountPagePagination, paginated_response
 from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
@@ -168,7 +168,7 @@ class ApprovalListApi(ApiView):
     """Requests I may decide (`status=PENDING`, default) or could decide before (`status=history`),
     newest first: same tenant, approver-gated, `approve_tool` held on the tool, not my own."""
 
-    pagination_class = PagePagination
+    pagination_class = CappedCountPagePagination
 
     @extend_schema_serializer(component_name="ApprovalListFilter")
     class FilterSerializer(serializers.Serializer):

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 
 from core import clock
 from agentplatform.api.base import ApiView
-from agentplatform.api.pagination import PagePagination, paginated_response
+from agentplatform.api.pagination import CappedCountPagePagination, paginated_response
 from agentplatform.api.serializers import StrictCharField, StrictInputSerializer, query_values
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
@@ -129,7 +129,7 @@ def _mine(user, request_id: uuid.UUID) -> Response:
 class MyRequestListApi(ApiView):
     """My gated calls, newest first: `state=open` (can be withdrawn), `history`, or `all` (default)."""
 
-    pagination_class = PagePagination
+    pagination_class = CappedCountPagePagination
 
     @extend_schema_serializer(component_name="MyRequestFilter")
     class FilterSerializer(serializers.Serializer):
