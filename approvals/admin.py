@@ -13,24 +13,30 @@ are a DISTINCT over every row).
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from approvals.models import Approval, ConfirmationRequest
 from core.paging import EstimatedCountPaginator
-from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin
+from agentplatform.tenancy.admin_scope import TenantScopedAdminMixin, TenantScopedMixin, tenant_in_scope
 from audit.admin import ReadOnlyAdminMixin, ReadOnlyInlineMixin
 
 
 class ToolNameFilter(admin.SimpleListFilter):
-    """By tool: the choices are the registry's tool names (a small table), not the distinct names
-    of every request ever made."""
+    """By tool: the choices are the names of the Tool rows in scope (the platform's tools and, with
+    one tenant in scope, that tenant's own: never another tenant's), not the distinct names of
+    every request ever made."""
 
     title = _("tool name")
     parameter_name = "tool_name"
 
     def lookups(self, request, model_admin):
         tool_model = ConfirmationRequest._meta.get_field("tool").related_model  # approvals sits below tools
-        return [(name, name) for name in tool_model.objects.order_by("name").values_list("name", flat=True)]
+        tools = tool_model.objects.all()
+        tenant_id = tenant_in_scope(request)
+        if tenant_id is not None:
+            tools = tools.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+        return [(name, name) for name in tools.order_by("name").values_list("name", flat=True).distinct()]
 
     def queryset(self, request, queryset):
         return queryset.filter(tool_name=self.value()) if self.value() else queryset

@@ -20,6 +20,7 @@ from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import QuerySet
 
+from agentplatform.tenancy.admin_scope import tenant_in_scope
 from audit.models import AuditEvent
 from audit.selectors import within
 from core import clock
@@ -29,16 +30,6 @@ MAX_PAGES = 100  # deeper pages would read (page x 100) rows to skip them: filte
 STATUS_CHOICES_MAX = 200
 RECENT = {"1h": datetime.timedelta(hours=1), "24h": datetime.timedelta(days=1),
           "7d": datetime.timedelta(days=7), "30d": datetime.timedelta(days=30)}
-
-
-def tenant_in_scope(request) -> int | None:
-    """The one tenant the changelist shows: a tenant administrator's, or the tenant an operator
-    filtered on (`?tenant__id__exact=`); None when rows of every tenant are listed."""
-    user = request.user
-    if not user.is_superuser and getattr(user, "tenant_id", None) is not None:
-        return user.tenant_id
-    raw = request.GET.get("tenant__id__exact", "")
-    return int(raw) if raw.isdigit() else None
 
 
 def statuses_of(tenant_id: int) -> list[str]:

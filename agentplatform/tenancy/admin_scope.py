@@ -53,6 +53,16 @@ def scoped_choices(model: type, tenant_id: int) -> QuerySet | None:
     return None
 
 
+def tenant_in_scope(request) -> int | None:
+    """The one tenant the changelist shows: a tenant administrator's, or the tenant an operator
+    filtered on (`?tenant__id__exact=`); None when rows of every tenant are listed."""
+    user = request.user
+    if not user.is_superuser and getattr(user, "tenant_id", None) is not None:
+        return user.tenant_id
+    raw = request.GET.get("tenant__id__exact", "")
+    return int(raw) if raw.isdigit() else None
+
+
 class TenantScopedMixin:
     """For ModelAdmin and InlineModelAdmin subclasses (put it first in the bases).
 
