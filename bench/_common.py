@@ -169,3 +169,27 @@ def verdict(ok: bool) -> str:
 def elapsed_ms(started: float) -> float:
     """Milliseconds since `started` (a time.perf_counter() value)."""
     return (time.perf_counter() - started) * 1000
+
+
+def median_p95(times: list[float]) -> dict[str, float]:
+    """{"median", "p95"} of `times` (milliseconds in, milliseconds out)."""
+    return {"median": summary(times)["median"], "p95": percentile(times, 95)}
+
+
+def explain_analyze(sql: str, *, lines: int = 25) -> str:
+    """`EXPLAIN (ANALYZE, BUFFERS)` of `sql` on the default connection, as indented text (the first
+    `lines` lines). `sql` is a captured statement with its values inlined (CaptureQueriesContext),
+    sent as is through psycopg's client-side binding cursor; a statement PostgreSQL refuses gives
+    "(not explained: <error>)" and its transaction is rolled back. PostgreSQL only."""
+    from django.db import connection
+
+    import psycopg
+
+    connection.ensure_connection()
+    try:
+        with psycopg.ClientCursor(connection.connection) as cursor:
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+            return "\n".join(f"      {line[0]}" for line in cursor.fetchall()[:lines])
+    except psycopg.Error as error:
+        connection.connection.rollback()
+        return f"      (not explained: {str(error).strip().splitlines()[0]})"

@@ -167,25 +167,6 @@ def _measure(surfaces: dict[str, Callable[[], Any]], repeat: int) -> dict[str, t
     return measured
 
 
-def _stats(times: list[float]) -> dict[str, float]:
-    return {"median": _common.summary(times)["median"], "p95": _common.percentile(times, 95)}
-
-
-def _explain(sql: str) -> str:
-    from django.db import connection
-
-    import psycopg
-
-    connection.ensure_connection()
-    try:  # the captured text has its values inlined: send it as is (client-side binding)
-        with psycopg.ClientCursor(connection.connection) as cursor:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
-            return "\n".join(f"      {line[0]}" for line in cursor.fetchall()[:25])
-    except psycopg.Error as error:
-        connection.connection.rollback()
-        return f"      (not explained: {str(error).strip().splitlines()[0]})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", type=int, default=10_000, help="audit rows of the small tenant")
@@ -211,13 +192,13 @@ def main() -> int:
           f"{'stmts':>7}")
     grown = []
     for name in large:
-        b = _stats(large[name][0])
+        b = _common.median_p95(large[name][0])
         if name not in small:
-            one = _stats(large["CSV export, 1 day"][0])["median"]
+            one = _common.median_p95(large["CSV export, 1 day"][0])["median"]
             print(f"  {name:28} {'':>13} {'':>9} {b['median']:10.2f} ms {b['p95']:6.2f} ms "
                   f"{b['median'] / one:6.1f}x of 1 day")
             continue
-        s = _stats(small[name][0])
+        s = _common.median_p95(small[name][0])
         growth = b["median"] / s["median"] if s["median"] else float("inf")
         flag = "" if growth < GROWTH_LIMIT else "  <- grows"
         print(f"  {name:28} {s['median']:10.2f} ms {s['p95']:6.2f} ms {b['median']:10.2f} ms {b['p95']:6.2f} ms "
@@ -226,7 +207,7 @@ def main() -> int:
             grown.append((name, large[name][1][0]))
     for name, sql in grown:
         print(f"\n  EXPLAIN of the slowest statement of {name} at the large size:")
-        print(_explain(sql))
+        print(_common.explain_analyze(sql))
     print(f"\nload average at the end: {_common.load_average()}")
     return 0
 
