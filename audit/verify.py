@@ -2,7 +2,7 @@
 
 `verify_chain(tenant, start=..., limit=...)` recomputes the links of the tenant's rows after
 `start` and names the first fault, with the same faults and the same words as
-`audit.chain.verify_tenant` (the reference, which reads through the ORM and checks from row 1).
+`audit.verify_reference.verify_tenant` (the reference, which reads through the ORM and checks from row 1).
 
 Why a second implementation: the reference spends ~0.1 ms a row in the ORM (`.values()` and a
 `field.to_python` per column per row), 18 minutes at 10M rows. Here, on PostgreSQL, one read-only
@@ -238,7 +238,7 @@ def verify_chain(tenant, *, start: ChainStart = FROM_THE_FIRST_ROW, limit: int |
     default). limit: at most this many rows (None: to the end); a run stopped by it is ok but not
     complete, and the head is not compared.
 
-    Faults, in the order they are checked for each row (the words of audit.chain.verify_tenant):
+    Faults, in the order they are checked for each row (the words of audit.verify_reference.verify_tenant):
     a gap in chain_seq (rows deleted), a repeated position, a prev_hash that is not the previous
     row's hash (rows reordered or inserted), a hash that does not match the row's content (row
     edited); then a row without a chain position (inserted around the chain); when complete, a

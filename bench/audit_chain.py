@@ -45,7 +45,8 @@ def main() -> int:
     from core.sql.statements import insert_row
     from agentplatform.tenancy.models import Tenant
     from audit import events
-    from audit.chain import CHAIN_FIELDS, verify_tenant
+    from audit.chain import CHAIN_FIELDS
+    from audit.verify_reference import verify_tenant
     from audit.models import AuditEvent
 
     user = _data.personas()["requester"]

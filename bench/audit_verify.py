@@ -5,7 +5,7 @@ removed and rebuilt at every run): the links are computed in Python by `audit.ch
 own `body_digest` and `link_hash`) and the rows are COPYed in batches, which is how a million rows
 take a minute instead of an hour through `insert_chained`. Then, at each size:
 
-- the reference, `audit.chain.verify_tenant` (the ORM path of `manage.py audit_verify` before the
+- the reference, `audit.verify_reference.verify_tenant` (the ORM path of `manage.py audit_verify` before the
   fast verifier), unless --no-reference;
 - the fast full verification (`audit.verify.verify_chain` from the first row) in rows/s;
 - a checkpoint sealed where that full run ended (as `audit_verify --full` does);
@@ -114,7 +114,7 @@ def main() -> int:
     import _data
     from agentplatform.tenancy.models import Tenant
     from audit import events
-    from audit.chain import verify_tenant
+    from audit.verify_reference import verify_tenant
     from audit.verify import verify_chain
     from audit.verify_checkpoint import chain_verify, checkpoint_advance
 

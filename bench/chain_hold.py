@@ -20,7 +20,7 @@ with its own database connection:
   comes on top) and lock -> the COMMIT's return in the client (`time.time()`, the same clock on
   this host: an upper bound that also counts the client's wake-up, large on a loaded machine).
   Also the share of the call and the statements sent under the lock.
-Then every bench tenant's chain is verified (`audit.chain.verify_tenant`).
+Then every bench tenant's chain is verified (`audit.verify_reference.verify_tenant`).
 
 The machine is shared: the load average is printed beside the figures; compare within one run.
 
@@ -220,7 +220,7 @@ def main() -> int:
     from governance_overhead import register_idempotent_tool, unregister_idempotent_tool
 
     import _data
-    from audit.chain import verify_tenant
+    from audit.verify_reference import verify_tenant
 
     users = bench_users()
     for user in users:

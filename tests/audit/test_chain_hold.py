@@ -11,7 +11,7 @@ import pytest
 from django.db import DataError, close_old_connections, connection, connections, transaction
 
 from audit import events
-from audit.chain import verify_tenant
+from audit.verify_reference import verify_tenant
 from audit.models import AuditChainHead, AuditEvent
 from tools.catalog.models import Order
 

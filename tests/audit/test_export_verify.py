@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from audit import events
-from audit.chain import verify_tenant
+from audit.verify_reference import verify_tenant
 from audit.export import EXPORT_COLUMNS, csv_lines, jsonl_lines
 from audit.models import AuditEvent
 from audit.verify_export import Unfit, verify

@@ -56,7 +56,7 @@ from approvals import amendments
 from approvals import approver_actions, expiry, requester_actions
 from approvals.errors import ApprovalForbidden
 from approvals.models import Approval, ConfirmationRequest
-from audit.chain import verify_tenant
+from audit.verify_reference import verify_tenant
 from audit.models import AuditEvent
 from tests.tools.support import race, resume_not_enqueued
 from tools.catalog.models import Cancellation, Order, Refund

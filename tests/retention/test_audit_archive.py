@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from agentplatform.retention.services import retention_run
-from audit.chain import online_chain_start, verify_tenant
+from audit.chain import online_chain_start
+from audit.verify_reference import verify_tenant
 from audit.models import AuditChainHead, AuditEvent, RetentionArchive
 from audit.verify_steps import verify_step
 

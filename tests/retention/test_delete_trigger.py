@@ -10,7 +10,7 @@ import pytest
 from django.db import DatabaseError, close_old_connections, connection, transaction
 
 from agentplatform.retention.services import retention_run
-from audit.chain import verify_tenant
+from audit.verify_reference import verify_tenant
 from audit.models import AuditEvent, RetentionArchive
 
 from tests.retention.support import audit_rows, now_cutting_before, only_audit_retention
