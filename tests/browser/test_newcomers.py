@@ -198,11 +198,16 @@ def test_no_serious_accessibility_violations(open_person, requester, approver1, 
     # chat: empty, then with a confirmation card, a waiting refund and a conversation in the list
     alice = open_person("requester")
     alice.sign_in(requester.username, DEMO_PASSWORD)
+    # The chat's script enables Send once it has taken over the form; the fade-in starts then, so
+    # wait for it before measuring (else axe may read the button half-faded, or the poll below may
+    # run before the transition has begun).
+    expect(alice.page.locator("#send-button")).to_be_enabled()
     problems += _axe(alice, "chat-empty")
     alice.page.fill("#message-input", "Cancel A202607290001 because the customer changed their mind")
     alice.page.click("#send-button")
     expect(alice.page.locator("[data-testid=confirmation-card]")).to_be_visible()
     services.chat_send(user=requester, message="Refund A202607290003 amount 50 because the item arrived damaged")
+    expect(alice.page.locator("#send-button")).to_be_enabled()
     problems += _axe(alice, "chat-card")
     if _my_requests_exists():
         alice.goto("/approvals/mine/")
