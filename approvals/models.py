@@ -152,6 +152,12 @@ class ConfirmationRequest(models.Model):
             models.Index(fields=["tenant", "policy", "-created_at", "-id"], name="request_policy_newest"),
             models.Index(fields=["tenant", "user", "-created_at", "-id"], name="request_requester_newest"),
             models.Index(fields=["tenant", "-created_at", "-id"], name="request_tenant_newest"),
+            # The older open requests a new one supersedes (approvals.proposal), read on every gated
+            # call: the requester's open rows of that tool, never their history or the tenant's
+            # backlog, whatever the planner's statistics. Partial: that statement writes the
+            # statuses into its text (select_rows' `in_literal`), so a generic plan proves it too.
+            models.Index(fields=["tenant", "user", "tool_name"], name="request_requester_open",
+                         condition=Q(status__in=["PENDING", "CONFIRMED"])),
         ]
 
     def __str__(self) -> str:
@@ -159,9 +165,17 @@ class ConfirmationRequest(models.Model):
 
     @classmethod
     def open_conditions(cls, now: datetime.datetime) -> dict[str, Any]:
-        """The field conditions of an open request at `now` (PENDING, not past `expires_at`), for
-        the prebuilt statements of core.sql, which take conditions rather than querysets."""
+        """The field conditions of an open request at `now` (PENDING, not past `expires_at`), as
+        keyword arguments of a filter."""
         return {"status": cls.Status.PENDING, "expires_at__gt": now}
+
+    @classmethod
+    def open_statement_conditions(cls, now: datetime.datetime) -> dict[str, Any]:
+        """`open_conditions(now)` for the prebuilt statements of core.sql (which take conditions
+        rather than querysets), the status written into the statement: a requester's decision by
+        token then reads their open rows (request_requester_open) or the token's own entry, never
+        their history, even in a prepared statement's generic plan."""
+        return {"status__in_literal": (cls.Status.PENDING,), "expires_at__gt": now}
 
     @classmethod
     def open_q(cls, now: datetime.datetime) -> Q:

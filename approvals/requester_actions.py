@@ -63,7 +63,7 @@ def _decide(*, actor, where: dict[str, Any], cancel: bool) -> ConfirmationReques
     # The decision is one compare-and-set on an open request, which also reads the row it changed
     # (no locking read before it: one statement on the hot path). When it matches nothing, the
     # locked read below says why: unknown token (404), expired (410) or already decided (409).
-    changed = update_rows(ConfirmationRequest, {**where, **ConfirmationRequest.open_conditions(now)}, changes)
+    changed = update_rows(ConfirmationRequest, {**where, **ConfirmationRequest.open_statement_conditions(now)}, changes)
     request = changed[0] if changed else _lock_by_token(where)
     correlation.set_run_id(request.run_id)  # a refusal's error body names the run too
     if not changed:

@@ -51,7 +51,10 @@ def select_rows(model, where: dict, *, any_of: dict | None = None, related: tupl
     where: conditions ANDed, `field` or `field__lookup` (exact, gt, gte, lt, lte, in, isnull) ->
     value, and `ne` (not equal, NULL included, as `exclude(field=value)`); an exact None matches
     NULL, `__in` takes a list (an empty list matches nothing and sends
-    no statement). any_of: conditions of the same form ORed together, the group ANDed with `where`
+    no statement). `__in_literal` takes the code's own constant names (identifiers such as status
+    codes, never input; ValueError otherwise) and writes them into the statement instead of binding
+    them, so that a partial index whose predicate names them serves the statement in a prepared
+    statement's generic plan too. any_of: conditions of the same form ORed together, the group ANDed with `where`
     (an empty group matches nothing). related: names of foreign keys whose rows are joined and set on each instance,
     as `select_related` does (a NULL key sets None). for_update: lock the rows of `model` only
     (True: `FOR UPDATE OF`; "no key": `FOR NO KEY UPDATE OF`, the lock an UPDATE that changes no
@@ -140,7 +143,12 @@ def _conditions(meta, where: dict, shape: list, params: list) -> None:
         field_name, _, lookup = name.partition("__")
         lookup = lookup or "exact"
         field = _field(meta, field_name)
-        if lookup == "in":
+        if lookup == "in_literal":
+            values = tuple(value)
+            if not values or not all(isinstance(v, str) and v.isidentifier() for v in values):
+                raise ValueError(f"{name}: in_literal takes the code's own names (identifiers), not {values!r}")
+            shape.append((field.column, "in_literal", values))
+        elif lookup == "in":
             values = list(value)
             shape.append((field.column, "in", len(values)))  # empty: the statement matches nothing
             params += [field.get_db_prep_value(v, db) for v in values]
@@ -203,6 +211,8 @@ def _test(base: str, column, lookup: str, size) -> str:
         return "(" + " OR ".join(_test(base, *inner) for inner in column) + ")"
     if lookup == "in":
         return f"{base}.{quote(column)} IN ({', '.join(['%s'] * size)})" if size else "1 = 0"
+    if lookup == "in_literal":  # identifiers only (checked in _conditions): safe to quote inline
+        return f"{base}.{quote(column)} IN ({', '.join(repr(str(v)) for v in size)})"
     if lookup == "isnull":
         return f"{base}.{quote(column)} IS {'' if size else 'NOT '}NULL"
     if lookup == "ne":  # as Django's exclude(field=value): a NULL is not equal to the value

@@ -8,10 +8,11 @@ import uuid
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from core import clock
 from core.sql.batches import Together
-from core.sql.select import select_rows
+from core.sql.select import select_rows, update_rows
 from core.sql.statements import insert_instance
 from agentplatform.runtime.models import Conversation, Message, Run, RunEvent
 from approvals.models import ConfirmationRequest
@@ -223,3 +224,25 @@ def test_only_reads_the_named_fields_and_a_no_key_lock_reads_the_row(stored, dja
     assert got.pk == run.pk and got.get_deferred_fields() >= {"state", "request_id"}
     assert "status" not in got.get_deferred_fields() and got.status == run.status
     assert select_rows(Run, {"id": run.pk, "status": "COMPLETED"}, for_update="no key", only=("id",)) == []
+
+
+def test_an_in_literal_condition_is_written_into_the_statement(db, requester, stored):
+    conversation, run, rows = stored
+    request = insert_instance(ConfirmationRequest(
+        tenant_id=requester.tenant_id, user=requester, conversation_id=conversation.pk, run_id=run.pk, tool_call_id="c1",
+        tool_id=Tool.objects.get(name="cancel_order").pk, tool_name="cancel_order", arguments={}, masked_arguments={},
+        arguments_hash="h" * 64, summary="s", risk="HIGH", policy="REQUESTER", quorum=1,
+        expires_at=clock.now() + datetime.timedelta(minutes=5)))
+    where = {"conversation_id": str(conversation.pk)}
+    with CaptureQueriesContext(connection) as captured:
+        [got] = select_rows(ConfirmationRequest, {**where, "status__in_literal": ("PENDING", "CONFIRMED")})
+        assert select_rows(ConfirmationRequest, {**where, "status__in_literal": ("CONSUMED",)}) == []
+    assert got.pk == request.pk
+    assert "IN ('PENDING', 'CONFIRMED')" in captured.captured_queries[0]["sql"]
+    changed = update_rows(ConfirmationRequest, {"pk": request.pk, "status__in_literal": ("PENDING",)},
+                          {"status": "CANCELLED"})
+    assert [r.status for r in changed] == ["CANCELLED"]
+    # only the code's own names: anything that could carry SQL (or is not text) is refused
+    for values in (("PENDING'); DROP TABLE x; --",), (), (1,), ("two words",)):
+        with pytest.raises(ValueError):
+            select_rows(ConfirmationRequest, {**where, "status__in_literal": values})
