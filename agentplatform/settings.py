@@ -7,6 +7,7 @@ With nothing set: SQLite file database, eager Celery, the offline model.
 """
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -406,6 +407,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 # runs; about 30,000 rows/s on one core, docs/performance.md "Audit verification"), and its time limits.
 AUDIT_VERIFY_EVERY_SECONDS = env_int("AUDIT_VERIFY_EVERY_SECONDS", 300)
 AUDIT_VERIFY_MAX_ROWS_PER_RUN = env_int("AUDIT_VERIFY_MAX_ROWS_PER_RUN", 2_000_000)
+# Processes `manage.py audit_verify` splits one long chain among (audit.verify_parallel); the
+# scheduled task stays in its worker process. Default: the machine's cores, at most 4.
+AUDIT_VERIFY_WORKERS = env_int("AUDIT_VERIFY_WORKERS", min(4, os.cpu_count() or 1))
 AUDIT_VERIFY_SOFT_TIME_LIMIT = env_int("AUDIT_VERIFY_SOFT_TIME_LIMIT", 600)
 AUDIT_VERIFY_TIME_LIMIT = env_int("AUDIT_VERIFY_TIME_LIMIT", 660)
 # The periodic schedule lives here, in settings (not in the database): `celery -A agentplatform

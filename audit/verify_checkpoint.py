@@ -29,7 +29,8 @@ from django.utils.crypto import salted_hmac
 from audit import metrics
 from audit.chain import body_digest, link_hash, online_chain_start
 from audit.models import AuditChainHead, AuditEvent, AuditVerifyCheckpoint
-from audit.verify import ChainStart, ChainVerdict, verify_chain
+from audit.verify import ChainStart, ChainVerdict
+from audit.verify_parallel import verify_chain_split
 
 logger = logging.getLogger(__name__)
 _SEAL_SALT = "agentplatform.audit.verify_checkpoint"
@@ -103,12 +104,13 @@ def checkpoint_advance(*, tenant_id: int, seq: int, row_hash: str) -> AuditVerif
         return current
 
 
-def chain_verify(*, tenant, full: bool = False, limit: int | None = None) -> ChainVerdict:
+def chain_verify(*, tenant, full: bool = False, limit: int | None = None, workers: int = 1) -> ChainVerdict:
     """Verify `tenant`'s chain from its checkpoint (or from the first row when `full` or when it
     has none) and advance the checkpoint when the run is ok.
 
     tenant: a Tenant. limit: at most this many rows this run (None: to the end); an ok run
-    stopped by it advances the checkpoint to the last row it verified. Returns a ChainVerdict whose
+    stopped by it advances the checkpoint to the last row it verified. workers: processes a long
+    run is split among (audit.verify_parallel; 1: this process only, as the scheduled task runs). Returns a ChainVerdict whose
     problem names the checkpoint when the checkpoint itself does not re-derive (forged seal, row
     missing, hash changed, row edited): then nothing after it is checked and `audit_verify --full`
     is the way on. Raises DatabaseError when the database cannot be read or the checkpoint stored.
@@ -124,7 +126,7 @@ def chain_verify(*, tenant, full: bool = False, limit: int | None = None) -> Cha
         start = ChainStart(seq=checkpoint.seq, prev_hash=checkpoint.row_hash)
     # A checkpoint at or behind a retention cut: its rows left the database with their archive,
     # which `python -m audit.verify_export` checks; the online chain is checked from the cut.
-    verdict = verify_chain(tenant, start=start, limit=limit)
+    verdict = verify_chain_split(tenant, start=start, limit=limit, workers=workers)
     if not verdict.ok:
         return verdict
     if full and checkpoint is not None and checkpoint.seq > origin.seq and checkpoint.seq <= verdict.last_seq \

@@ -8,6 +8,8 @@ take a minute instead of an hour through `insert_chained`. Then, at each size:
 - the reference, `audit.verify_reference.verify_tenant` (the ORM path of `manage.py audit_verify` before the
   fast verifier), unless --no-reference;
 - the fast full verification (`audit.verify.verify_chain` from the first row) in rows/s;
+- the same run split among `--workers` processes (`audit.verify_parallel.verify_chain_split`, 2 by
+  default; 1 skips it), whose verdict must equal the single run's;
 - a checkpoint sealed where that full run ended (as `audit_verify --full` does);
 - 1,000 new rows written through the real writer (`audit.events.tool_call_decided`), then the
   incremental run (`audit.verify_checkpoint.chain_verify`), whose time should not depend on the size.
@@ -108,6 +110,8 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=1_000_000, help="rows at the large size")
     parser.add_argument("--new", type=int, default=1_000, help="rows written before each incremental run")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference verifier (slow)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes of the split full run (audit.verify_parallel); 1 skips it")
     args = parser.parse_args()
     _common.setup()
 
@@ -117,6 +121,7 @@ def main() -> int:
     from audit.verify_reference import verify_tenant
     from audit.verify import verify_chain
     from audit.verify_checkpoint import chain_verify, checkpoint_advance
+    from audit.verify_parallel import verify_chain_split
 
     actor = _data.personas()["requester"]
     tenant, _ = Tenant.objects.get_or_create(slug=SLUG, defaults={"name": "bench: audit verification"})
@@ -142,6 +147,12 @@ def main() -> int:
         figures["fast"] = seconds
         print(f"  fast verify_chain      : {verdict.rows:,} rows in {seconds:.2f} s = {verdict.rows / seconds:,.0f} rows/s "
               f"(Python CPU {_timed.cpu:.2f} s = {verdict.rows / _timed.cpu:,.0f} rows/s)")
+        if args.workers > 1:
+            split, seconds = _timed(lambda: verify_chain_split(tenant, workers=args.workers))
+            assert split == verdict, (split, verdict)
+            figures["split"] = seconds
+            print(f"  split, {args.workers} processes    : {split.rows:,} rows in {seconds:.2f} s = "
+                  f"{split.rows / seconds:,.0f} rows/s (the same verdict; processes started included)")
         # seal the checkpoint where this full run ended (what `audit_verify --full` does after it)
         checkpoint_advance(tenant_id=tenant.pk, seq=verdict.last_seq, row_hash=verdict.last_hash)
         for i in range(args.new):
@@ -156,7 +167,8 @@ def main() -> int:
         results[size] = figures
     small, large = results[args.small], results[args.large]
     print(f"\n  {'':24} {args.small:>12,} {args.large:>12,}  growth (rows x{args.large / args.small:.0f})")
-    for key, label in (("reference", "reference full (s)"), ("fast", "fast full (s)"), ("incremental", "incremental (ms)")):
+    for key, label in (("reference", "reference full (s)"), ("fast", "fast full (s)"), ("split", "split full (s)"),
+                       ("incremental", "incremental (ms)")):
         if key in small:
             scale = 1000 if key == "incremental" else 1
             print(f"  {label:24} {small[key] * scale:12.2f} {large[key] * scale:12.2f}  {large[key] / small[key]:.2f}x")

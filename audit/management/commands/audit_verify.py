@@ -1,10 +1,12 @@
-"""`python manage.py audit_verify [--tenant SLUG] [--full]`: verify the audit hash chain (audit.chain).
+"""`python manage.py audit_verify [--tenant SLUG] [--full] [--workers N]`: verify the audit hash chain (audit.chain).
 
 By default each tenant's chain is checked from its verification checkpoint (audit.verify_checkpoint:
 the checkpoint is re-derived first, then only the rows after it are checked); `--full` checks every
 row from the first. A run that passes moves the checkpoint to its last row. docs/audit.md says what
 each catches; run the default every few minutes (the scheduled task audit.verify_chains does) and
-`--full` weekly.
+`--full` weekly. A long run is split among `--workers` processes (AUDIT_VERIFY_WORKERS: the
+machine's cores, at most 4), each checking a range of the chain in one shared snapshot
+(audit.verify_parallel); the result is the same as one process's.
 
 Prints one line per tenant: `OK <slug>: <n> events, head <seq> <hash>` (with `after the checkpoint
 at chain_seq=<s>` when it started there) or `BROKEN <slug>: <the first fault, naming the row>`. Exits
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from agentplatform.tenancy.models import Tenant
@@ -30,8 +33,14 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", metavar="SLUG", help="only this tenant")
         parser.add_argument("--full", action="store_true",
                             help="check every row from the first, not only those after the checkpoint")
+        parser.add_argument("--workers", type=int, default=None, metavar="N",
+                            help="processes to split a long chain among (default AUDIT_VERIFY_WORKERS)")
 
-    def handle(self, *args, tenant: str | None = None, full: bool = False, **options) -> None:
+    def handle(self, *args, tenant: str | None = None, full: bool = False, workers: int | None = None,
+               **options) -> None:
+        workers = settings.AUDIT_VERIFY_WORKERS if workers is None else workers
+        if workers < 1:
+            raise CommandError("--workers must be 1 or more", returncode=2)
         tenants = Tenant.objects.order_by("slug")
         if tenant:
             tenants = tenants.filter(slug=tenant)
@@ -39,7 +48,7 @@ class Command(BaseCommand):
                 raise CommandError(f"no tenant with slug {tenant!r}", returncode=2)
         broken = 0
         for each in tenants:
-            verdict = chain_verify(tenant=each, full=full)
+            verdict = chain_verify(tenant=each, full=full, workers=workers)
             if verdict.ok:
                 since = f" after the checkpoint at chain_seq={verdict.start_seq}" if verdict.start_seq else ""
                 self.stdout.write(f"OK {verdict.tenant_slug}: {verdict.rows} events{since}, "
