@@ -10,8 +10,11 @@ the rules this module knows by itself apply (requester, service account).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from django.db.models import Q
 
@@ -76,6 +79,38 @@ def register_assessor(assessor: Assessor | None) -> None:
     agentplatform.controlplane's AppConfig.ready."""
     global _assessor
     _assessor = assessor
+
+
+# -- one page, many requests: standing read once -------------------------------------------------
+
+_SHARED: ContextVar[dict | None] = ContextVar("independence_shared", default=None)
+_T = TypeVar("_T")
+
+
+@contextmanager
+def shared_standing() -> Iterator[None]:
+    """Within this block, what eligibility reads about people and tools (who holds approve_tool
+    on a tool, where a user's standing on it comes from, a requester and the holders of its key)
+    is read once and reused for every request judged: a page of 25 requests on the same few tools
+    asks the database a few times instead of 25 times each. For pages and lists that show
+    eligibility or a quorum shortfall only; never around a decision (approver_actions judges
+    with fresh reads, outside any such block). Nothing is kept after the block."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(key: tuple, compute: Callable[[], _T]) -> _T:
+    """`compute()`, or inside `shared_standing()` the value an earlier call with the same `key`
+    computed in the block. key: a tuple naming what is read and for whom (hashable)."""
+    memo = _SHARED.get()
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 def is_service_account(user: Any) -> bool:

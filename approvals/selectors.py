@@ -148,15 +148,28 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
     and independent of it (the rules of approvals.approver_actions.request_for_approver)."""
     if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
         return 0
-    needed = request.quorum - approvals_counted(request)
+    # The decisions a list prefetched with the row (annotated), else one read.
+    cached = getattr(request, "_prefetched_objects_cache", {}).get("approvals")
+    decisions = list(cached) if cached is not None else list(Approval.objects.filter(request_id=request.pk))
+    current = [a for a in decisions if a.revision == request.revision]
+    needed = request.quorum - sum(1 for a in current if a.decision in COUNTED)
     if needed <= 0:
         return 0
-    able = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
-                                with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True) \
-        .exclude(pk=request.user_id) \
-        .exclude(pk__in=Approval.objects.filter(request_id=request.pk, revision=request.revision).values("approver_id"))
+    decided = {a.approver_id for a in current}
+    able = [u for u in _approve_holders(request) if u.pk != request.user_id and u.pk not in decided]
     able = [u for u in able if independence.assess(user=u, request=request).eligible]
     return max(0, needed - len(able))
+
+
+def _approve_holders(request: ConfirmationRequest) -> list:
+    """The active members of `request`'s tenant holding `approve_tool` on its tool (user or group
+    grant, no superuser shortcut), by username; read once per tool inside
+    independence.shared_standing()."""
+    def read() -> list:
+        return list(get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
+                                         with_superusers=False)
+                    .filter(tenant_id=request.tenant_id, is_active=True).order_by("username"))
+    return independence.shared(("approve_tool holders", request.tenant_id, request.tool_id), read)
 
 
 def approver_eligibility(request: ConfirmationRequest) -> dict[str, list[dict[str, str]]]:
@@ -166,11 +179,10 @@ def approver_eligibility(request: ConfirmationRequest) -> dict[str, list[dict[st
     Candidates: the active members of the request's tenant holding `approve_tool` on its tool
     (user or group grant, no superuser shortcut), and its requester. Codes: REQUESTER,
     SERVICE_ACCOUNT, GRANTED_BY_REQUESTER, GRANTED_AFTER_REQUEST (approvals.independence). Only
-    usernames of the request's own tenant are named. A few queries per candidate.
+    usernames of the request's own tenant are named. A few queries per candidate (once per page
+    inside independence.shared_standing()).
     """
-    holders = get_users_with_perms(request.tool, only_with_perms_in=["approve_tool"], with_group_users=True,
-                                   with_superusers=False).filter(tenant_id=request.tenant_id, is_active=True)
-    candidates = {u.pk: u for u in holders.order_by("username")}
+    candidates = {u.pk: u for u in _approve_holders(request)}
     candidates.setdefault(request.user_id, request.user)
     eligible, excluded = [], []
     for user in sorted(candidates.values(), key=lambda u: u.username):

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agentplatform.tenancy.roles import is_auditor
 from core.errors import DomainError, NotFoundError
 from core.paging import CappedCountPaginator
-from approvals import claims, inbox, requester_selectors, selectors
+from approvals import claims, inbox, independence, requester_selectors, selectors
 from approvals.cards import amount_text, argument_items, display_name, present, request_id_or_404, summarize
 from approvals.forms import ApproveForm, RejectForm
 from approvals.models import ConfirmationRequest
@@ -112,6 +112,7 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
 
 @login_required
 @require_GET
+@independence.shared_standing()  # eligibility and shortfalls of many rows: the standing read once
 def pending(request: HttpRequest) -> HttpResponse:
     """The inbox: one line per request of the tab asked for (`?tab=mine|open|decided`, default
     mine), filtered (`tool`, `risk`, `requester`, `amount_min`, `amount_max`), searched (`q`),
@@ -122,6 +123,7 @@ def pending(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@independence.shared_standing()  # eligibility and shortfalls of many rows: the standing read once
 def history(request: HttpRequest) -> HttpResponse:
     """The inbox's "decided" tab (decided and expired requests the user could see), newest first."""
     return _inbox(request, default_tab="decided")
@@ -129,6 +131,7 @@ def history(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
+@independence.shared_standing()  # eligibility and shortfalls of many rows: the standing read once
 def detail(request: HttpRequest, request_id: str) -> HttpResponse:
     """One request's page, where a notification's link leads: with the decision forms (and a claim)
     while the user may decide it; as history once they can no longer; read-only (no forms, no
@@ -155,6 +158,7 @@ LIVE_MAX_IDS = 100  # cards one poll may ask about
 
 @login_required
 @require_GET
+@independence.shared_standing()  # eligibility and shortfalls of many rows: the standing read once
 def live(request: HttpRequest) -> JsonResponse:
     """The dashboard's poll (docs/notifications.md, "Live dashboard"): what changed since the page
     was drawn, so it updates without a reload.
@@ -202,6 +206,7 @@ def live(request: HttpRequest) -> JsonResponse:
 
 @login_required
 @require_GET
+@independence.shared_standing()  # eligibility and shortfalls of many rows: the standing read once
 def mine(request: HttpRequest) -> HttpResponse:
     """My requests: every gated call I made, newest first, with who decided what,
     their comments and edits, the expiry, and Withdraw while pending."""

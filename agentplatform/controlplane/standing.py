@@ -120,11 +120,15 @@ class ProvenanceAssessor:
 
     def assess(self, *, user, request) -> Eligibility:
         """See approvals.independence.Assessor.assess."""
-        paths = paths_of(user, tool_id=request.tool_id)
+        # Read once per page inside independence.shared_standing(); a decision reads afresh.
+        paths = independence.shared(("paths", user.pk, request.tool_id),
+                                    lambda: paths_of(user, tool_id=request.tool_id))
         if not paths:
             return independence.ineligible(independence.NO_STANDING)
-        requester = User.objects.filter(pk=request.user_id).first()
-        if requester is not None and user.pk in key_holders(requester):
+        requester = independence.shared(("user", request.user_id),
+                                        lambda: User.objects.filter(pk=request.user_id).first())
+        if requester is not None and user.pk in independence.shared(("key holders", requester.pk),
+                                                                    lambda: key_holders(requester)):
             return independence.ineligible(independence.KEY_HOLDER)
         created = request.created_at
         before = [p for p in paths if p.since is None or p.since < created]

@@ -16,7 +16,7 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from core.errors import NotFoundError
-from approvals import amendments, approver_actions, claims
+from approvals import amendments, approver_actions, claims, independence
 from approvals.inbox import live_claim
 from approvals.models import Approval, ConfirmationRequest
 from approvals.selectors import (approval_facts, approver_eligibility, edit_rules_of, outcome_of,
@@ -185,7 +185,8 @@ class ApprovalListApi(ApiView):
             rows = requests_history_for(user=request.user)
         else:
             rows = requests_decidable_by(user=request.user)
-        return paginated_response(self, rows.select_related("claim__user"), ApprovalRequestSerializer)
+        with independence.shared_standing():  # every row's eligibility: the standing read once per page
+            return paginated_response(self, rows.select_related("claim__user"), ApprovalRequestSerializer)
 
 
 class ApprovalApproveApi(ApiView):

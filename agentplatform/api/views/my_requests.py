@@ -17,7 +17,7 @@ from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from agentplatform.api.views.approvals import ApprovalRequestSerializer
 from core.errors import NotFoundError
-from approvals import requester_actions
+from approvals import independence, requester_actions
 from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
 from approvals.requester_selectors import regates_of, requests_of
@@ -142,8 +142,9 @@ class MyRequestListApi(ApiView):
     def get(self, request: Request) -> Response:
         filters = self.FilterSerializer(data=query_values(request))
         filters.is_valid(raise_exception=True)
-        return paginated_response(self, requests_of(user=request.user, state=filters.validated_data["state"]),
-                                  MyRequestSerializer)
+        with independence.shared_standing():  # every open row's quorum shortfall: the standing read once per page
+            return paginated_response(self, requests_of(user=request.user, state=filters.validated_data["state"]),
+                                      MyRequestSerializer)
 
 
 class MyRequestWithdrawApi(ApiView):
