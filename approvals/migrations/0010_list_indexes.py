@@ -3,8 +3,11 @@
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    atomic = False  # CREATE/DROP INDEX CONCURRENTLY on PostgreSQL: writes go on while it builds
 
     dependencies = [
         ('approvals', '0009_request_due_indexes'),
@@ -14,15 +17,15 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='confirmationrequest',
             index=models.Index(fields=['tenant', 'policy', '-created_at', '-id'], name='request_policy_newest'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='confirmationrequest',
             index=models.Index(fields=['tenant', 'user', '-created_at', '-id'], name='request_requester_newest'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='confirmationrequest',
             index=models.Index(fields=['tenant', '-created_at', '-id'], name='request_tenant_newest'),
         ),

@@ -3,8 +3,11 @@
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    atomic = False  # CREATE/DROP INDEX CONCURRENTLY on PostgreSQL: writes go on while it builds
 
     dependencies = [
         ('approvals', '0010_list_indexes'),
@@ -14,7 +17,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='confirmationrequest',
             index=models.Index(condition=models.Q(('status__in', ['PENDING', 'CONFIRMED'])), fields=['tenant', 'user', 'tool_name'], name='request_requester_open'),
         ),

@@ -5,8 +5,11 @@ end. The table is append-only (UPDATE/DELETE refused by trigger); CREATE INDEX i
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migration_ops import AddIndexConcurrently, RemoveIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    atomic = False  # CREATE/DROP INDEX CONCURRENTLY on PostgreSQL: writes go on while it builds
 
     dependencies = [
         ('audit', '0011_auditevent_channel'),
@@ -15,27 +18,27 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RemoveIndex(
+        RemoveIndexConcurrently(
             model_name='auditevent',
             name='audit_audit_tenant__a79171_idx',
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['tenant', 'occurred_at', 'chain_seq'], name='audit_event_time'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['tenant', 'tool_name', 'chain_seq'], name='audit_event_tool'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['tenant', 'status', 'chain_seq'], name='audit_event_status'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['tenant', 'actor', 'chain_seq'], name='audit_event_actor'),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name='auditevent',
             index=models.Index(fields=['tenant', 'decision', 'chain_seq'], name='audit_event_decision'),
         ),
