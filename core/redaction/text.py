@@ -22,7 +22,9 @@ date and stay readable. PCI DSS 4.0 requirement 3.3.1.2 forbids storing the veri
 after authorization; the expiry is cardholder data protected with the number (requirement 3.5).
 
 A match must stand alone (no letter, digit or `_` glued to it), so order ids (`A202607290001`), SKUs
-and UUIDs stay readable. Masked output never matches again (idempotent). Lives in the base layer
+and UUIDs stay readable; a card or phone number glued to the label that names it (`card`, `cardNo`,
+`card_number`, `PAN`, `Visa`, `phone`, `tel`, `mobileNumber`, `cell`, `fax`, optionally followed
+by `_` or `-`: `card4111111111111111`, `tel_13812345678`) is masked all the same, the label kept. Masked output never matches again (idempotent). Lives in the base layer
 because every app, down to `audit`, uses it.
 """
 from __future__ import annotations
@@ -45,6 +47,16 @@ CARD = re.compile(_EDGE_BEFORE + r"(?:\d{4}([ \-])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})
                   r"|\d{13,19}|\d(?:[ \-]?\d){12,18})" + r"(?![A-Za-z\d_\-])")
 PHONE = re.compile(_EDGE_BEFORE + r"(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}(?![A-Za-z\d_\-])"
                    r"|" + _EDGE_BEFORE + r"\+\d{1,3}(?:[ \-]?\d){7,13}(?![A-Za-z\d_\-])")
+# The same numbers glued to the label that names them ("card4111111111111111", "cardNo_4111...",
+# "PAN-4111...", "phone13812345678", "tel_138...", "mobileNumber138..."): the edge rule above keeps ids such as
+# "A202607290001" readable, so a number glued to ASCII letters is masked only after one of these
+# labels (the label kept, the number masked as above).
+_NUMBER_WORD = r"(?:[_\-]?(?:no|num|number|nr))?"  # "cardNo", "card_number", "phone-num"
+CARD_AFTER_LABEL = re.compile(r"(?i:((?:card|pan)" + _NUMBER_WORD + r"|visa|mastercard|amex|unionpay))([_\-]?)"
+                              r"(\d(?:[ \-]?\d){12,18})(?![A-Za-z\d_\-])")
+PHONE_AFTER_LABEL = re.compile(r"(?i:((?:tel|phone|mobile|mob|cell|fax)" + _NUMBER_WORD + r"|whatsapp|wechat))([_\-]?)"
+                               r"((?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d){8}|\+\d{1,3}(?:[ \-]?\d){7,13})"
+                               r"(?![A-Za-z\d_\-])")
 
 
 _ANY_DIGIT = re.compile(r"\d")
@@ -83,9 +95,21 @@ def mask_text(text: str, *, context: str = "") -> str:
         return text
     text = NATIONAL_ID.sub(_keep_ends, text)
     text = SSN.sub(lambda m: "***-**-" + m.group(0)[-4:], text)
+    text = PHONE_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _phone(_Whole(m.group(3))), text)
     text = PHONE.sub(_phone, text)
+    text = CARD_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _keep_ends(_Whole(m.group(3))), text)
     text = CARD.sub(_keep_ends, text)
     return _mask_card_data(text, context=context)
+
+
+class _Whole:
+    """A piece of a match handed to `_phone` / `_keep_ends` as if it were a whole match."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def group(self, index: int = 0) -> str:
+        return self._text
 # Card data beside the number (PCI DSS 4.0 requirement 3.3.1.2: the card verification code is never
 # stored after authorization; requirement 3.2/3.5: the expiry date is cardholder data, protected with
 # the PAN). A value is masked by its label, never by its shape alone: "123" and "12/29" are ordinary

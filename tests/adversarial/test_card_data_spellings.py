@@ -25,6 +25,15 @@ from core.redaction.fields import mask_mapping
     ("SecurityCode=123", "SecurityCode=***"),
     ("CVV２: 123", "CVV２: ***"),
     ("cvv\u200b123", "cvv\u200b***"),
+    # glued to the ASCII label that names them (ids glued to letters stay readable: below)
+    ("card4111111111111111", "card4111****1111"),
+    ("cardNo_4111 1111 1111 1111 ok", "cardNo_4111****1111 ok"),
+    ("payment card_number-4111111111111111.", "payment card_number-4111****1111."),
+    ("PAN-4111111111111111", "PAN-4111****1111"),
+    ("phone13812345678", "phone138****5678"),
+    ("tel_13812345678", "tel_138****5678"),
+    ("mobileNumber13812345678 call", "mobileNumber138****5678 call"),
+    ("customer_telephone-138 1234 5678", "customer_telephone-138****5678"),
 ])
 def test_card_data_in_other_spellings_is_masked(text, masked):
     assert mask_text(text) == masked
@@ -37,6 +46,9 @@ def test_card_data_in_other_spellings_is_masked(text, masked):
     "CVV checked. Order 123 ships 12/29",
     "cvv 12345",
     "SKU-10001 x 123",
+    "SKU13812345678 restocked",
+    "PANTONE1234567890123 swatch",
+    "panel 12, telecom 13, mobility 14",
 ])
 def test_ordinary_numbers_stay_readable(text):
     assert mask_text(text) == text
@@ -55,6 +67,7 @@ def test_card_data_keys_with_a_suffix_are_masked():
     (["card 4111****1111. The CVV cod", "e: 1", "23 ok"], "card 4111****1111. The CVV code: *** ok"),
     (["the CVV num", "ber is 1", "23."], "the CVV number is ***."),
     (["卡号4111", "111111111111有效期1", "2/29安全码12", "3"], "卡号4111****1111有效期**/**安全码***"),
+    (["cardNo4111", "111111111111 ok, phone1381", "2345678."], "cardNo4111****1111 ok, phone138****5678."),
 ])
 def test_streamed_card_data_split_mid_label_is_masked(requester, monkeypatch, deltas, expected):
     from agentplatform.runtime import events as events_module
