@@ -84,6 +84,16 @@ async def read_body(scope: dict[str, Any], receive: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _valid_id(message: dict[str, Any]) -> bool:
+    """Whether a JSON-RPC message's `id`, when it has one, is a string, an integer or null (JSON-RPC
+    2.0 section 4: a String, Number or Null; MCP: a string or an integer, so no fraction, no object,
+    array or boolean; a null id is left to the SDK)."""
+    if "id" not in message:
+        return True
+    value = message["id"]
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
 def _replay(body: bytes, receive: Any) -> Any:
     """A `receive` that hands the already read body once, then the client's later messages
     (disconnect) as they come."""
@@ -160,10 +170,17 @@ class McpApp:
                                         "detail": f"the body is over {settings.MCP_MAX_BODY_BYTES} bytes"})
                 return
             try:
-                json.loads(body)
+                message = json.loads(body)
             except (ValueError, RecursionError):  # RecursionError: arrays/objects nested too deep
                 await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
                     "code": -32700, "message": "Parse error: the body is not JSON", "data": {"code": "PARSE_ERROR"}}})
+                return
+            if isinstance(message, dict) and not _valid_id(message):
+                # The SDK would take such a request for a notification (202, no answer, nothing run):
+                # say it is not a request instead.
+                await _json(send, 400, {"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": "Invalid Request: an id is a string or an integer",
+                    "data": {"code": "INVALID_REQUEST"}}})
                 return
             receive = _replay(body, receive)
         incoming = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")

@@ -62,11 +62,20 @@ def test_batches_and_non_json_rpc_json_are_refused_with_a_code(mcp_live, request
         response = raw_post(mcp_live.url, body, key=key, headers=session.headers)
         assert 400 <= response.status_code < 500, (body, response.status_code, response.text)
         assert response.json()["error"]["data"]["code"], body
-    # An id that is neither a string nor a number is taken by the SDK as a notification (202, no
-    # answer): nothing runs.
-    odd = {"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/call", "params": batch[0]["params"]}
-    assert raw_post(mcp_live.url, odd, key=key, headers=session.headers).status_code == 202
+    # An id that is neither a string nor an integer (the SDK would take it for a notification and
+    # answer 202 with nothing): 400 INVALID_REQUEST, and nothing runs.
+    for odd_id in ({"a": 1}, [1], True, 1.5):
+        odd = {"jsonrpc": "2.0", "id": odd_id, "method": "tools/call", "params": batch[0]["params"]}
+        response = raw_post(mcp_live.url, odd, key=key, headers=session.headers)
+        assert response.status_code == 400, (odd_id, response.status_code, response.text)
+        error = response.json()["error"]
+        assert error["code"] == -32600 and error["data"]["code"] == "INVALID_REQUEST", odd_id
     assert _stored() == before
+    # string and integer ids still serve
+    for good_id in ("req-1", 7):
+        answer = raw_post(mcp_live.url, {"jsonrpc": "2.0", "id": good_id, "method": "tools/list"}, key=key,
+                          headers=session.headers)
+        assert answer.status_code == 200, answer.text
 
 
 def test_wrong_content_types_and_huge_or_mistyped_arguments_are_refused(mcp_live, requester):
