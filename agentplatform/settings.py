@@ -490,6 +490,10 @@ NOTIFY_EMAIL = env_bool("NOTIFY_EMAIL", True)
 # most this many threads per process, each holding at most one database connection while there is
 # work (notifications.dispatch; docs/notifications.md; docs/operations.md, "Mass expiry").
 NOTIFY_THREADS = env_int("NOTIFY_THREADS", 2)
+# At most this many notification jobs wait for those threads per process; past it the caller runs
+# the job itself (its own connection), so a broker outage during a mass expiry cannot grow memory
+# without bound, nor drop a notice.
+NOTIFY_QUEUE_MAX = env_int("NOTIFY_QUEUE_MAX", 10_000)
 # Django's email backend: the console (stdout) by default, so the demo shows what would be sent;
 # SMTP (EMAIL_HOST...) by default with DEPLOY_ENV=production, where the console and file backends
 # are refused: they write every email, password-reset links included, where the logs go.

@@ -73,11 +73,14 @@ def _work() -> None:
                 _idle.notify_all()
 
 
-def _submit(task, args: tuple) -> None:
+def _submit(task, args: tuple) -> bool:
     """Queue a job and make sure NOTIFY_THREADS daemon threads serve the queue (daemon: a process
-    that exits waits DRAIN_SECONDS at most, not for a relay's retries)."""
+    that exits waits DRAIN_SECONDS at most, not for a relay's retries). Returns False, queuing
+    nothing, when NOTIFY_QUEUE_MAX jobs are already queued or running: the caller runs it then."""
     global _pending
     with _idle:
+        if _pending >= max(1, settings.NOTIFY_QUEUE_MAX):
+            return False
         _pending += 1
         _workers[:] = [t for t in _workers if t.is_alive()]
         if not _workers and not _drain_registered.is_set():
@@ -88,20 +91,20 @@ def _submit(task, args: tuple) -> None:
             thread.start()
             _workers.append(thread)
     _jobs.put((task, args))
+    return True
 
 
 def dispatch(task, *args: Any) -> None:
     """Run Celery `task` with `args` away from the caller: enqueued with a broker; eagerly (no
     broker, or the broker unreachable) on the notification threads of this process (or inline
-    when EAGER_IN_THREAD is False). Never raises: a failure is logged, and the decision that
-    caused it stands."""
+    when EAGER_IN_THREAD is False, or when NOTIFY_QUEUE_MAX jobs already wait: the caller then
+    runs it, which slows the caller instead of growing the queue). Never raises: a failure is
+    logged, and the decision that caused it stands."""
     try:
         if not settings.CELERY_TASK_ALWAYS_EAGER and broker.send(task, *args):
             return
-        if not EAGER_IN_THREAD:
+        if not EAGER_IN_THREAD or not _submit(task, args):
             task.apply(args=list(args), throw=False)
-            return
-        _submit(task, args)
     except Exception:  # noqa: BLE001 - a notification never undoes a decision
         logger.exception("notification task %s was not started", getattr(task, "name", task))
 

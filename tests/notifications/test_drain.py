@@ -43,3 +43,39 @@ def test_a_process_that_exits_runs_its_queued_notifications_first(tmp_path):
 
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_text().split() == ["0", "1", "2", "3", "4"]
+
+
+def test_a_full_queue_makes_the_caller_run_the_job(settings, monkeypatch):
+    # given: one notification thread held busy, and room for 2 jobs queued or running
+    import threading
+
+    from notifications import dispatch
+
+    monkeypatch.setattr(dispatch, "EAGER_IN_THREAD", True)  # the tests' default runs jobs inline
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.NOTIFY_THREADS = 1
+    settings.NOTIFY_QUEUE_MAX = 2
+    release, ran, most = threading.Event(), [], []
+
+    class Held:
+        name = "held"
+
+        def apply(self, args, throw=False):
+            if args[0] == 0:
+                release.wait(10)
+            with dispatch._idle:
+                most.append(dispatch._pending)
+            ran.append((args[0], threading.current_thread().name))
+
+    try:
+        # when: five jobs are dispatched while the first one blocks its thread
+        for n in range(5):
+            dispatch.dispatch(Held(), n)
+        # then: past the bound the caller ran them itself, at once
+        caller = threading.current_thread().name
+        assert sorted(n for n, who in ran if who == caller) == [2, 3, 4]
+    finally:
+        release.set()
+        dispatch.join_notifications(10)
+    assert sorted(n for n, _ in ran) == [0, 1, 2, 3, 4]  # none lost
+    assert max(most) <= 2
