@@ -16,31 +16,32 @@ from django.contrib.postgres import operations as postgres
 from django.db.migrations.operations import AddIndex, RemoveIndex
 
 
-class AddIndexConcurrently(postgres.AddIndexConcurrently):
+class _PlainOffPostgres:
+    """Runs the concurrent PostgreSQL operation (the next class in the MRO) on PostgreSQL and the
+    plain operation `plain` on any other database."""
+
+    plain: type
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return self.plain.database_forwards(self, app_label, schema_editor, from_state, to_state)
+        return super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return self.plain.database_backwards(self, app_label, schema_editor, from_state, to_state)
+        return super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
+class AddIndexConcurrently(_PlainOffPostgres, postgres.AddIndexConcurrently):
     """`AddIndex`, built with `CREATE INDEX CONCURRENTLY` on PostgreSQL (the migration must set
     `atomic = False`; raises NotSupportedError inside a transaction there)."""
 
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
-        return super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
-        return super().database_backwards(app_label, schema_editor, from_state, to_state)
+    plain = AddIndex
 
 
-class RemoveIndexConcurrently(postgres.RemoveIndexConcurrently):
+class RemoveIndexConcurrently(_PlainOffPostgres, postgres.RemoveIndexConcurrently):
     """`RemoveIndex`, dropped with `DROP INDEX CONCURRENTLY` on PostgreSQL (the migration must set
     `atomic = False`)."""
 
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
-        return super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        if schema_editor.connection.vendor != "postgresql":
-            return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
-        return super().database_backwards(app_label, schema_editor, from_state, to_state)
+    plain = RemoveIndex
