@@ -8,10 +8,11 @@ from django.utils.functional import SimpleLazyObject
 from approvals import selectors
 
 
-def _nav(user) -> dict:
+def _nav(request: HttpRequest, user) -> dict:
     if not selectors.may_approve(user=user):
         return {"may_approve": False, "count": 0}
-    return {"may_approve": True, "count": selectors.count_decidable_by(user=user)}
+    counted = getattr(request, "approvals_pending_count", None)  # the inbox counted it already
+    return {"may_approve": True, "count": selectors.count_decidable_by(user=user) if counted is None else counted}
 
 
 def approvals_nav(request: HttpRequest) -> dict:
@@ -19,9 +20,10 @@ def approvals_nav(request: HttpRequest) -> dict:
 
     Lazy: nothing runs until a template reads it, which base.html does only for members of a
     tenant. Then one EXISTS (does the user hold approve_tool anywhere?) and, only for people who
-    may approve, one COUNT (selectors.count_decidable_by)."""
+    may approve, one COUNT (selectors.count_decidable_by), unless the view already counted it
+    (`request.approvals_pending_count`, set by the inbox pages)."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated or getattr(user, "tenant_id", None) is None:
         return {"approvals_nav": {"may_approve": False, "count": 0}}
-    return {"approvals_nav": SimpleLazyObject(lambda: _nav(user)),
+    return {"approvals_nav": SimpleLazyObject(lambda: _nav(request, user)),
             "approvals_poll_seconds": settings.APPROVALS_POLL_SECONDS}

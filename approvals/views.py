@@ -102,9 +102,10 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     keep = request.GET.copy()
     for key in ("open", "page", "released"):
         keep.pop(key, None)
+    request.approvals_pending_count = selectors.count_decidable_by(user=user)  # the menu's badge reuses it
     return render(request, "approvals/inbox.html", {
         "tab": query.tab, "query": query, "page": page, "rows": rows, "pane": pane,
-        "pending_count": selectors.count_decidable_by(user=user), "keep": keep.urlencode(),
+        "pending_count": request.approvals_pending_count, "keep": keep.urlencode(),
         "tools": selectors.approvable_tools(user).order_by("name").values_list("name", flat=True),
         "risks": inbox.RISKS, "approve_form": ApproveForm(), "reject_form": RejectForm(),
     })
@@ -147,9 +148,10 @@ def detail(request: HttpRequest, request_id: str) -> HttpResponse:
         read_only = True
     if row is None:
         raise Http404("unknown confirmation request")
+    request.approvals_pending_count = selectors.count_decidable_by(user=user)  # the menu's badge reuses it
     return render(request, "approvals/detail.html", {
         "pane": _pane(row, user=user, decidable=decidable, read_only=read_only),
-        "pending_count": selectors.count_decidable_by(user=user),
+        "pending_count": request.approvals_pending_count,
     })
 
 
