@@ -159,5 +159,7 @@ def test_the_list_changed_watcher_stops_when_the_key_can_no_longer_call(mcp_live
             return seen, len(polls), notified
 
     seen, later, notified = run(go())
-    assert later == seen, "the watcher still polls for a key that can no longer call"
+    # A live watcher polls every 0.1 s: about 10 polls in that last second. One poll that was
+    # already waiting for a thread when the quiet second ended (a loaded machine) may still land.
+    assert later - seen <= 1, "the watcher still polls for a key that can no longer call"
     assert notified == []
