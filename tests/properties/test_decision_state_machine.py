@@ -326,7 +326,8 @@ class DecisionMachine(RuleBasedStateMachine):
           resume=st.booleans())
     def edit(self, pick, who, amount, resume):
         """An approver lowers the refund (allowed), keeps it (unchanged: refused) or raises it
-        above the requester's (refused), or edits a cancellation's reason (requester-gated: refused)."""
+        above the requester's (refused), or edits a cancellation's reason (refused while the
+        requester confirms it; allowed once a regate sent cancellations to approvers)."""
         item = self.tracked[pick % len(self.tracked)]
         request = self._fresh(item)
         arguments = dict(request.arguments)
@@ -340,7 +341,11 @@ class DecisionMachine(RuleBasedStateMachine):
             resume=resume)
         if error is None:
             assert after.status == Status.PENDING and after.revision == request.revision + 1
-            assert Decimal(after.arguments["amount"]) <= Decimal("50"), after.arguments
+            assert after.policy == ConfirmationRequest.Policy.APPROVERS, after.policy  # never a requester's own call
+            if item.tool == "refund_order":
+                assert Decimal(after.arguments["amount"]) <= Decimal("50"), after.arguments
+            else:
+                assert after.arguments["reason"] == arguments["reason"], after.arguments
 
     @precondition(lambda self: self.tracked)
     @rule(pick=st.integers(0, 50), who=st.integers(0, 2), resume=st.booleans())
