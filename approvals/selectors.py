@@ -36,8 +36,19 @@ def approvable_tools(user) -> QuerySet:
 
 def approvals_counted(request: ConfirmationRequest) -> int:
     """How many decisions count towards `request`'s quorum now: APPROVE and EDIT on its current
-    revision (an edit restarts the quorum), as the pages and the quorum check count them."""
-    return Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision).count()
+    revision (an edit restarts the quorum), as the pages and the quorum check count them. From
+    the decisions a list prefetched with the row when it did, else one COUNT."""
+    current = _prefetched_decisions(request)
+    if current is None:
+        return Approval.objects.filter(request_id=request.pk, decision__in=COUNTED, revision=request.revision).count()
+    return sum(1 for a in current if a.decision in COUNTED)
+
+
+def _prefetched_decisions(request: ConfirmationRequest) -> list | None:
+    """The decisions on `request`'s current revision from a list's prefetch (`annotated`), or None
+    when the row came without them."""
+    cached = getattr(request, "_prefetched_objects_cache", {}).get("approvals")
+    return None if cached is None else [a for a in cached if a.revision == request.revision]
 
 
 def approvals_count_expression() -> Coalesce:
@@ -148,14 +159,13 @@ def quorum_shortfall(request: ConfirmationRequest) -> int:
     and independent of it (the rules of approvals.approver_actions.request_for_approver)."""
     if request.status != Status.PENDING or request.policy != ConfirmationRequest.Policy.APPROVERS:
         return 0
-    # The decisions a list prefetched with the row (annotated), else one read.
-    cached = getattr(request, "_prefetched_objects_cache", {}).get("approvals")
-    decisions = list(cached) if cached is not None else list(Approval.objects.filter(request_id=request.pk))
-    current = [a for a in decisions if a.revision == request.revision]
-    needed = request.quorum - sum(1 for a in current if a.decision in COUNTED)
+    needed = request.quorum - approvals_counted(request)
     if needed <= 0:
         return 0
-    decided = {a.approver_id for a in current}
+    current = _prefetched_decisions(request)
+    decided = ({a.approver_id for a in current} if current is not None else
+               set(Approval.objects.filter(request_id=request.pk, revision=request.revision)
+                   .values_list("approver_id", flat=True)))
     able = [u for u in _approve_holders(request) if u.pk != request.user_id and u.pk not in decided]
     able = [u for u in able if independence.assess(user=u, request=request).eligible]
     return max(0, needed - len(able))

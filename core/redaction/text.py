@@ -67,14 +67,14 @@ def _digits(text: str) -> str:
     return re.sub(r"\D", "", text)
 
 
-def _keep_ends(match: re.Match) -> str:
-    raw = match.group(0)
+def _keep_ends(match: re.Match, group: int = 0) -> str:
+    raw = match.group(group)
     digits = re.sub(r"[^\dXx]", "", raw)
     return digits[:4] + "****" + digits[-4:]
 
 
-def _phone(match: re.Match) -> str:
-    digits = _digits(match.group(0))
+def _phone(match: re.Match, group: int = 0) -> str:
+    digits = _digits(match.group(group))
     return digits[:3] + "****" + digits[-4:]
 
 
@@ -95,21 +95,12 @@ def mask_text(text: str, *, context: str = "") -> str:
         return text
     text = NATIONAL_ID.sub(_keep_ends, text)
     text = SSN.sub(lambda m: "***-**-" + m.group(0)[-4:], text)
-    text = PHONE_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _phone(_Whole(m.group(3))), text)
+    text = PHONE_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _phone(m, 3), text)
     text = PHONE.sub(_phone, text)
-    text = CARD_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _keep_ends(_Whole(m.group(3))), text)
+    text = CARD_AFTER_LABEL.sub(lambda m: m.group(1) + m.group(2) + _keep_ends(m, 3), text)
     text = CARD.sub(_keep_ends, text)
     return _mask_card_data(text, context=context)
 
-
-class _Whole:
-    """A piece of a match handed to `_phone` / `_keep_ends` as if it were a whole match."""
-
-    def __init__(self, text: str) -> None:
-        self._text = text
-
-    def group(self, index: int = 0) -> str:
-        return self._text
 # Card data beside the number (PCI DSS 4.0 requirement 3.3.1.2: the card verification code is never
 # stored after authorization; requirement 3.2/3.5: the expiry date is cardholder data, protected with
 # the PAN). A value is masked by its label, never by its shape alone: "123" and "12/29" are ordinary
