@@ -89,7 +89,8 @@ class ConfirmationRequest(models.Model):
     objects = ConfirmationRequestQuerySet.as_manager()
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+")
+    # No index of its own: every index of this model leads with the tenant (Meta.indexes).
+    tenant = models.ForeignKey("tenancy.Tenant", on_delete=models.PROTECT, related_name="+", db_index=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="confirmation_requests")
     conversation_id = models.UUIDField(db_index=True)
     run_id = models.UUIDField(null=True, blank=True, db_index=True)
@@ -104,7 +105,8 @@ class ConfirmationRequest(models.Model):
     policy = models.CharField(max_length=16, choices=Policy.choices)
     quorum = models.PositiveSmallIntegerField(default=1)
     token_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    # No index of its own: `request_due` leads with it (Meta.indexes).
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     context_excerpt = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
@@ -117,7 +119,7 @@ class ConfirmationRequest(models.Model):
                                        help_text="Why it ended: a rejection's reason, what superseded it, ...")
     outcome_code = models.CharField(max_length=64, blank=True,
                                     help_text="What happened when it was consumed: OK, a failure or refusal code.")
-    idempotency_key = models.CharField(max_length=128, blank=True, db_index=True,
+    idempotency_key = models.CharField(max_length=128, blank=True,
                                        help_text="The call's idempotency key: a newer request with it supersedes.")
     business_object = models.CharField(max_length=200, blank=True,
                                        help_text="The business object the call acts on, when the tool declares it.")

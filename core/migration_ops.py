@@ -13,7 +13,8 @@ cancelled statement), PostgreSQL leaves an INVALID index behind: drop it and run
 from __future__ import annotations
 
 from django.contrib.postgres import operations as postgres
-from django.db.migrations.operations import AddIndex, RemoveIndex
+from django.db.migrations.operations import AddIndex, AlterField, RemoveIndex
+from django.db.migrations.operations.base import Operation
 
 
 class _PlainOffPostgres:
@@ -45,3 +46,67 @@ class RemoveIndexConcurrently(_PlainOffPostgres, postgres.RemoveIndexConcurrentl
     `atomic = False`)."""
 
     plain = RemoveIndex
+
+
+class AlterFieldDropIndexConcurrently(AlterField):
+    """`AlterField` that takes a field's own index away (`db_index=True` -> False, a foreign key's
+    included): on PostgreSQL the field's single-column indexes (the btree and its `_like` twin
+    for text) go with `DROP INDEX CONCURRENTLY`, which waits for no lock queue behind a long
+    transaction (the migration must set `atomic = False`); elsewhere, and backwards, Django's own
+    `AlterField`. Unique and primary-key indexes are never dropped by it."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        model = from_state.apps.get_model(app_label, self.model_name)
+        column = model._meta.get_field(self.name).column
+        names = schema_editor._constraint_names(model, [column], index=True, unique=False, primary_key=False)
+        for name in sorted(names):
+            schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        # AlterField's own backwards calls `self.database_forwards` (this class's): build the
+        # index again with Django's forwards instead.
+        return super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+
+class DropPatternIndexConcurrently(Operation):
+    """Drop the `varchar_pattern_ops` twin (`<table>_<column>_<hash>_like`) that Django's PostgreSQL
+    backend builds beside the index of an indexed or unique text field, for a field never searched
+    with LIKE / `startswith`: every INSERT and non-HOT UPDATE pays for it. PostgreSQL only
+    (`DROP INDEX CONCURRENTLY`, the migration sets `atomic = False`); nothing elsewhere. Backwards
+    it is built again (`CREATE INDEX CONCURRENTLY`). The model state does not change: Django keeps
+    no record of these indexes."""
+
+    reduces_to_sql = False
+    reversible = True
+
+    def __init__(self, model_name: str, name: str) -> None:
+        self.model_name, self.name = model_name, name
+
+    def deconstruct(self):
+        return self.__class__.__name__, [], {"model_name": self.model_name, "name": self.name}
+
+    def state_forwards(self, app_label, state):
+        pass
+
+    def _index(self, app_label, schema_editor, state) -> tuple[str, str, str]:
+        model = state.apps.get_model(app_label, self.model_name)
+        column = model._meta.get_field(self.name).column
+        name = schema_editor._create_index_name(model._meta.db_table, [column], suffix="_like")
+        return model._meta.db_table, column, name
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            _, _, name = self._index(app_label, schema_editor, from_state)
+            schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {schema_editor.quote_name(name)}")
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            table, column, name = self._index(app_label, schema_editor, to_state)
+            quote = schema_editor.quote_name
+            schema_editor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {quote(name)} ON {quote(table)} "
+                                  f"({quote(column)} varchar_pattern_ops)")
+
+    def describe(self):
+        return f"Drop the LIKE index of {self.model_name}.{self.name}"
