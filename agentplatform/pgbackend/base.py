@@ -19,12 +19,70 @@ COMMIT in one round trip: the audit chain appends a transaction's rows as its la
 the tenant's chain head is locked for that statement and the COMMIT only (audit.chain). They are kept like Django keeps `on_commit` callbacks: each with
 the savepoints open when it was registered, forgotten when one of them or the transaction rolls
 back.
+
+A savepoint is sent with the first statement after it, not on its own: `SAVEPOINT s` and that
+statement go in one round trip (psycopg's pipeline mode), and a block that sends nothing before
+it ends (or rolls back) costs nothing. The savepoint still exists before the statement runs, so a
+failed statement rolls back to it exactly as before. Every cursor of the connection sends the
+deferred savepoints first, whichever way it was opened (Django's, the raw psycopg connection's,
+a named cursor's).
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from django.db.backends.postgresql import base
+from psycopg import sql as psql
+
+
+def _deferred(conn) -> list[str]:
+    """The savepoints (ids, oldest first) not yet sent on the psycopg connection `conn`."""
+    return getattr(conn, "deferred_savepoints", None) or []
+
+
+def _send_deferred(cursor, query=None, params=None, kwargs=None, *, many=False):
+    """Send `conn`'s deferred savepoints, then the query (if any) on `cursor`, in one round trip."""
+    conn = cursor.connection
+    sids, conn.deferred_savepoints = conn.deferred_savepoints, []
+    with conn.pipeline():
+        for sid in sids:
+            conn.execute(psql.SQL("SAVEPOINT {}").format(psql.Identifier(sid)), prepare=False)
+        if query is None:
+            return None
+        return (cursor._run_many if many else cursor._run_one)(query, params, kwargs or {})
+
+
+class _SendsDeferredSavepoints:
+    """A psycopg cursor that sends its connection's deferred savepoints with its next statement."""
+
+    def _run_one(self, query, params, kwargs):
+        return super().execute(query, params, **kwargs)
+
+    def _run_many(self, query, params, kwargs):
+        return super().executemany(query, params, **kwargs)
+
+    def execute(self, query, params=None, **kwargs):
+        if _deferred(self.connection):
+            return _send_deferred(self, query, params, kwargs)
+        return super().execute(query, params, **kwargs)
+
+    def executemany(self, query, params_seq, **kwargs):
+        if _deferred(self.connection):
+            return _send_deferred(self, query, params_seq, kwargs, many=True)
+        return super().executemany(query, params_seq, **kwargs)
+
+    def copy(self, statement, *args, **kwargs):
+        if _deferred(self.connection):
+            _send_deferred(self)
+        return super().copy(statement, *args, **kwargs)
+
+
+class ServerBindingCursor(_SendsDeferredSavepoints, base.ServerBindingCursor):
+    pass
+
+
+class Cursor(_SendsDeferredSavepoints, base.Cursor):
+    pass
 
 Hook = Callable[[], Callable[[], None] | None]
 
@@ -39,9 +97,48 @@ class DatabaseWrapper(base.DatabaseWrapper):
         # statements and may return a callable that reads their results after the COMMIT.
         self.run_before_commit: list[tuple[set[str], Hook]] = []
 
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        binding = params.get("cursor_factory")
+        params["cursor_factory"] = ServerBindingCursor if binding is base.ServerBindingCursor else Cursor
+        return params
+
+    def get_new_connection(self, conn_params):
+        conn = super().get_new_connection(conn_params)
+        conn.deferred_savepoints = []
+        return conn
+
+    def create_cursor(self, name=None):
+        if name and self.connection is not None and _deferred(self.connection):
+            with self.connection.cursor() as cursor:  # a named cursor declares itself: send them first
+                _send_deferred(cursor)
+        return super().create_cursor(name)
+
+    def _savepoint(self, sid: str) -> None:
+        """Keep SAVEPOINT `sid` to send with the next statement (module docstring)."""
+        self.connection.deferred_savepoints = _deferred(self.connection) + [sid]
+
+    def _savepoint_rollback(self, sid: str) -> None:
+        """Roll back to `sid`. Not sent yet: nothing ran since, so nothing is sent (it and the ones
+        after it are forgotten); sent: the ones deferred after it are inside it and go too."""
+        deferred = _deferred(self.connection)
+        if sid in deferred:
+            self.connection.deferred_savepoints = deferred[:deferred.index(sid)]
+            return
+        self.connection.deferred_savepoints = []
+        super()._savepoint_rollback(sid)
+
     def _savepoint_commit(self, sid: str) -> None:
-        """Do not send RELEASE SAVEPOINT `sid`: the transaction's end releases it (module docstring)."""
+        """Do not send RELEASE SAVEPOINT `sid`: the transaction's end releases it (module docstring).
+        One still deferred saw no statement: it is forgotten."""
+        deferred = _deferred(self.connection)
+        if sid in deferred:
+            self.connection.deferred_savepoints = deferred[:deferred.index(sid)]
         return None
+
+    def _forget_deferred(self) -> None:
+        if self.connection is not None:
+            self.connection.deferred_savepoints = []
 
     def _own_transaction_open(self) -> bool:
         """An atomic block of the code's own is open (not only a test case's, which rolls back)."""
@@ -81,6 +178,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         hook read its results. A hook that raises, or a statement of one that fails, rolls the
         whole transaction back (the COMMIT is not run after a failed statement) and the error
         propagates."""
+        self._forget_deferred()  # the COMMIT ends them all
         if not self.run_before_commit:
             return super().commit()
         self.validate_thread_sharing()
@@ -112,8 +210,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.run_before_commit = [(sids, func) for sids, func in self.run_before_commit if sid not in sids]
 
     def rollback(self) -> None:
-        """Roll back and forget every hook."""
+        """Roll back and forget every hook and deferred savepoint."""
         self.run_before_commit = []
+        self._forget_deferred()
         super().rollback()
 
     def close(self) -> None:

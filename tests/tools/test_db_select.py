@@ -206,7 +206,8 @@ def test_a_successful_savepoint_is_left_to_its_transaction(db, requester, stored
                 raise RuntimeError
     sent = [q["sql"].split()[0] for q in captured.captured_queries]
 
-    assert "RELEASE" not in sent and sent.count("SAVEPOINT") == 3 and sent.count("ROLLBACK") == 1
+    # The savepoints travel with the next statement, below Django's cursor (test_deferred_savepoints.py).
+    assert "RELEASE" not in sent and "SAVEPOINT" not in sent and sent.count("ROLLBACK") == 1
     assert Conversation.objects.get(pk=conversation.pk).title == "inner"  # the failed block alone undone
 
     with pytest.raises(RuntimeError), transaction.atomic():
