@@ -10,7 +10,7 @@ from typing import Any
 
 from django.http import Http404
 
-from approvals import selectors
+from approvals import eligibility, selectors
 from approvals.models import ConfirmationRequest
 from approvals.presentation import fact_rows
 
@@ -36,7 +36,7 @@ def argument_items(arguments: Any, *, exclude: set[str] = frozenset()) -> list[t
 def present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     """Attach display fields: facts (approval_facts), fact_rows, assistant_texts, argument_items,
     decisions, my_decision, outcome and display_status (the real outcome, selectors.outcome_of),
-    eligibility (selectors.approver_eligibility, for a PENDING request; else None)."""
+    eligibility (eligibility.approver_eligibility, for a PENDING request; else None)."""
     row.facts = selectors.approval_facts(row, live=row.status == ConfirmationRequest.Status.PENDING)
     row.fact_rows = fact_rows(row.facts)
     row.assistant_texts = row.facts["written_by_assistant"]
@@ -56,7 +56,7 @@ def present(row: ConfirmationRequest, *, user) -> ConfirmationRequest:
     row.display_status = row.outcome["label"]
     # Who counts toward the quorum and why the others do not (docs/approvals.md, "Eligibility"):
     # shown while the request can still be decided.
-    row.eligibility = selectors.approver_eligibility(row) if row.outcome["outcome"] == "PENDING" else None
+    row.eligibility = eligibility.approver_eligibility(row) if row.outcome["outcome"] == "PENDING" else None
     return row
 
 

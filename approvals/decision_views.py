@@ -15,7 +15,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from core.errors import DomainError, NotFoundError
-from approvals import amendments, approver_actions, claims, requester_actions, selectors
+from approvals import amendments, approver_actions, claims, eligibility, requester_actions, selectors
 from approvals.cards import edit_value, request_id_or_404
 from approvals.forms import ApproveForm, EditForm, RejectForm, RespondForm, WithdrawForm
 from approvals.models import ConfirmationRequest
@@ -71,7 +71,7 @@ def approve(request: HttpRequest, request_id: str) -> HttpResponse:
     except DomainError as error:
         return _refused(request, error)
     claims.claim_release_on_decision(request_id=decided.pk, user=request.user)
-    approvals = selectors.approvals_counted(decided)
+    approvals = eligibility.approvals_counted(decided)
     if decided.status == ConfirmationRequest.Status.CONFIRMED:
         text = (f"Approved ({approvals}/{decided.quorum}): quorum reached, the call runs now. "
                 f"/ 已批准，达到法定人数，操作即将执行。 — {decided.summary}")

@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError, NotFoundError
-from approvals import requester_actions, requester_selectors, selectors
+from approvals import eligibility, requester_actions, requester_selectors
 from approvals.cards import present
 from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
@@ -83,7 +83,7 @@ def mine_detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     pending = row.outcome["outcome"] == "PENDING"
     row.waits_on_me = pending and row.policy == Policy.REQUESTER
     row.can_withdraw = pending and row.policy == Policy.APPROVERS
-    row.shortfall = selectors.quorum_shortfall(row) if row.can_withdraw else 0
+    row.shortfall = eligibility.quorum_shortfall(row) if row.can_withdraw else 0
     regates = requester_selectors.regates_of(tenant_id=row.tenant_id, request_ids=[row.pk])
     row.regated = regates.get(row.pk)
     return render(request, "approvals/mine_detail.html", {"pane": row})

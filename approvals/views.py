@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agentplatform.tenancy.roles import is_auditor
 from core.errors import DomainError, NotFoundError
 from core.paging import CappedCountPaginator
-from approvals import claims, inbox, independence, requester_selectors, selectors
+from approvals import claims, eligibility, inbox, independence, requester_selectors, selectors
 from approvals.cards import amount_text, argument_items, display_name, present, request_id_or_404, summarize
 from approvals.forms import ApproveForm, RejectForm
 from approvals.models import ConfirmationRequest
@@ -225,7 +225,7 @@ def mine(request: HttpRequest) -> HttpResponse:
         row.decider = decider(row)
         row.argument_items = argument_items(row.masked_arguments)
         row.can_withdraw = row.outcome["outcome"] == "PENDING"
-        row.shortfall = selectors.quorum_shortfall(row) if row.can_withdraw else 0
+        row.shortfall = eligibility.quorum_shortfall(row) if row.can_withdraw else 0
         rows.append(row)
     attach_via(rows, tenant_id=request.user.tenant_id)
     return render(request, "approvals/my_requests.html", {"rows": rows, "page": page})

@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from core import clock
 from core.redaction.text import mask_json
-from approvals import selectors
+from approvals import eligibility, selectors
 from approvals.models import ConfirmationRequest
 from approvals.presentation import fact_rows
 from notifications import wording
@@ -57,7 +57,7 @@ def request_document(request: ConfirmationRequest, *, event: str, message_id: uu
     """
     facts = selectors.approval_facts(request, live=request.status == ConfirmationRequest.Status.PENDING)
     outcome = selectors.outcome_of(request)
-    approvals = selectors.approvals_counted(request)  # the current revision's, as the quorum counts them
+    approvals = eligibility.approvals_counted(request)  # the current revision's, as the quorum counts them
     decider = request.decided_by if request.decided_by_id else None
     body = {
         "id": str(message_id or uuid.uuid4()),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 
-from approvals import selectors
+from approvals import eligibility
 from approvals.models import Approval, ConfirmationRequest
 from approvals.signals import SUPERSEDED, WITHDRAWN
 from core.redaction.text import mask_json
@@ -70,7 +70,7 @@ def notify_retraction(*, request_id: uuid.UUID | str, ending: str,
     if newer is not None:
         extra["replacement"] = {"summary": newer.summary, "url": content.approver_link(newer)}
         if newer.status == Status.PENDING and newer.policy == ConfirmationRequest.Policy.APPROVERS:
-            told_there = {u.pk for u in selectors.deciders_of(newer) if u.email}
+            told_there = {u.pk for u in eligibility.deciders_of(newer) if u.email}
             people = [u for u in people if u.pk not in told_there]
     body = content.request_document(request, event=content.RETRACTED, extra=mask_json(extra))
     sent = email_each(request=request, kind=Kind.RETRACTED, people=people,

@@ -1,6 +1,6 @@
 """Who is told what about a request (docs/notifications.md, "Who is told").
 
-- asked to decide: `approvals.selectors.deciders_of` (may decide it now, never decided it);
+- asked to decide: `approvals.eligibility.deciders_of` (may decide it now, never decided it);
 - asked again after an edit: `must_decide_revision` (may decide it now and has not decided its
   current revision: the approvers whose earlier approval stopped counting and those who had not
   decided yet; never the editor, whose edit is their decision on the new revision);

@@ -1,7 +1,7 @@
 """Notifications about approval requests (docs/notifications.md).
 
 - `notify_approvers`: a request waits for approvers -> an email to each person who may decide it
-  (approvals.selectors.deciders_of) and an `approval.requested` webhook; when it replaced older
+  (approvals.eligibility.deciders_of) and an `approval.requested` webhook; when it replaced older
   requests for the same action, the email also tells those who were asked about them that they no
   longer need to decide them (one email, not two).
 - `notify_requester`: an approver-gated request was approved (quorum reached), rejected or
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from approvals import selectors
+from approvals import eligibility
 from approvals.models import ConfirmationRequest
 from notifications import approver_mail, content, ledger, recipients
 from notifications.followups import notify_retraction, notify_revised
@@ -65,7 +65,7 @@ def notify_approvers(*, request_id: uuid.UUID | str, replaces: list[str] | tuple
         return approver_mail.asked_email(body, again=again, replaced=told)
 
     sent = email_each(request=request, kind=Kind.REGATED if again else Kind.REQUESTED,
-                      people=selectors.deciders_of(request), write=write)
+                      people=eligibility.deciders_of(request), write=write)
     for old in replaced:  # the retractions these emails carried went with them
         ledger.settle(request=old, kind=Kind.RETRACTED, revision=old.revision, recipient_ids=carried[old.pk],
                       error="" if sent else "not sent with the newer request's email")

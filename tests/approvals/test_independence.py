@@ -16,7 +16,8 @@ from agentplatform.tenancy.models import User
 from approvals import approver_actions
 from approvals.errors import ApprovalForbidden, ApproverNotIndependent
 from approvals.models import ConfirmationRequest
-from approvals.selectors import approver_eligibility, count_decidable_by, requests_decidable_by
+from approvals.eligibility import approver_eligibility
+from approvals.selectors import count_decidable_by, requests_decidable_by
 from tests.tools.support import REFUND_ORDER
 from tools.catalog.models import Refund
 from tools.models import Tool

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from approvals import approver_actions
 from approvals.models import ConfirmationRequest
-from approvals.selectors import quorum_shortfall
+from approvals.eligibility import quorum_shortfall
 from tests.api.conftest import api  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db

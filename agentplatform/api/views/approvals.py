@@ -19,8 +19,9 @@ from core.errors import NotFoundError
 from approvals import amendments, approver_actions, claims, independence
 from approvals.inbox import live_claim
 from approvals.models import Approval, ConfirmationRequest
-from approvals.selectors import (approval_facts, approver_eligibility, edit_rules_of, outcome_of,
-                                 request_as_seen_by_decider, requests_decidable_by, requests_history_for)
+from approvals.eligibility import approver_eligibility
+from approvals.selectors import (approval_facts, edit_rules_of, outcome_of, request_as_seen_by_decider,
+                                 requests_decidable_by, requests_history_for)
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status

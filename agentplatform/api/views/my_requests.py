@@ -21,7 +21,8 @@ from approvals import independence, requester_actions
 from approvals.models import ConfirmationRequest
 from approvals.presentation import decider
 from approvals.requester_selectors import regates_of, requests_of
-from approvals.selectors import approval_facts, outcome_of, quorum_shortfall
+from approvals.eligibility import quorum_shortfall
+from approvals.selectors import approval_facts, outcome_of
 from tools.models import RiskLevel
 
 Status = ConfirmationRequest.Status
