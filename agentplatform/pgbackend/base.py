@@ -29,6 +29,7 @@ a named cursor's).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from django.db.backends.postgresql import base
@@ -115,8 +116,16 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return super().create_cursor(name)
 
     def _savepoint(self, sid: str) -> None:
-        """Keep SAVEPOINT `sid` to send with the next statement (module docstring)."""
-        self.connection.deferred_savepoints = _deferred(self.connection) + [sid]
+        """Keep SAVEPOINT `sid` to send with the next statement (module docstring). The execute
+        wrappers (`connection.execute_wrapper`) still see the statement now, as they did when it
+        was sent on its own (core.sql.transactions.track_writes counts on it)."""
+        def defer(sql, params, many, context):
+            self.connection.deferred_savepoints = _deferred(self.connection) + [sid]
+
+        executor = defer
+        for wrapper in reversed(self.execute_wrappers):
+            executor = functools.partial(wrapper, executor)
+        executor(self.ops.savepoint_create_sql(sid), None, False, {"connection": self, "cursor": None})
 
     def _savepoint_rollback(self, sid: str) -> None:
         """Roll back to `sid`. Not sent yet: nothing ran since, so nothing is sent (it and the ones

@@ -76,12 +76,18 @@ def test_the_offline_model_is_answered_in_the_callers_thread(offline_settings, m
 
     threads: list[threading.Thread] = []
     answer = OfflineModelTransport.handle_request
-    monkeypatch.setattr(OfflineModelTransport, "handle_request",
-                        lambda self, request: threads.append(threading.current_thread()) or answer(self, request))
+    marker = "A202607299876 because it is late"  # only this test's request: an exchange an earlier test
+    # abandoned may still answer its own in a model-call thread meanwhile
+
+    def record(self, request):
+        if marker.encode() in request.read():
+            threads.append(threading.current_thread())
+        return answer(self, request)
+
+    monkeypatch.setattr(OfflineModelTransport, "handle_request", record)
     client = factory.get_client()
     assert factory.in_process(client)
-    turn = complete(messages=[{"role": "user", "content": "cancel A202607290001 because it is late"}], tools=[],
-                    stream=True)
+    turn = complete(messages=[{"role": "user", "content": f"cancel {marker}"}], tools=[], stream=True)
     assert [c.name for c in turn.tool_calls] == ["cancel_order"]
     assert threads == [threading.current_thread()]
     other = openai.OpenAI(api_key="offline", base_url="http://offline-model.invalid/v1",
