@@ -111,13 +111,14 @@ def may_approve(*, user) -> bool:
 
 def count_decidable_by(*, user) -> int:
     """How many requests `user` may decide now (the navigation's count): the rules of
-    `requests_decidable_by` in one COUNT statement, without its annotations. 0 without a tenant
-    (no query)."""
+    `requests_decidable_by` in one COUNT statement, without its annotations; a decision on an
+    earlier revision of an edited request does not take it off (they may decide the new one),
+    as on the tab. 0 without a tenant (no query)."""
     if not getattr(user, "is_authenticated", False) or user.tenant_id is None or not user.is_active:
         return 0
     return _independent(ConfirmationRequest.objects.open().filter(
         tenant_id=user.tenant_id, policy=ConfirmationRequest.Policy.APPROVERS, tool__in=_approvable_tools(user),
-    ).exclude(user_id=user.pk), user).filter(IsNull(decision_of(user, current_revision=False), True)).count()
+    ).exclude(user_id=user.pk), user).filter(IsNull(decision_of(user), True)).count()
 
 
 def requests_history_for(*, user) -> QuerySet[ConfirmationRequest]:
