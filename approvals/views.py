@@ -102,7 +102,12 @@ def _inbox(request: HttpRequest, *, default_tab: str) -> HttpResponse:
     keep = request.GET.copy()
     for key in ("open", "page", "released"):
         keep.pop(key, None)
-    request.approvals_pending_count = selectors.count_decidable_by(user=user)  # the menu's badge reuses it
+    if query.tab == "mine" and not query.filtered() and not page.count_capped:
+        # The unfiltered "waiting for me" tab is what the badge counts, by the same rules: its
+        # count is the badge's, and the waiting rows are not counted a second time.
+        request.approvals_pending_count = page.count
+    else:
+        request.approvals_pending_count = selectors.count_decidable_by(user=user)  # the menu's badge reuses it
     return render(request, "approvals/inbox.html", {
         "tab": query.tab, "query": query, "page": page, "rows": rows, "pane": pane,
         "pending_count": request.approvals_pending_count, "keep": keep.urlencode(),

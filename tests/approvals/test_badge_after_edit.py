@@ -37,3 +37,34 @@ def test_the_badge_counts_what_the_tab_lists_across_an_edit(api, requester, appr
     # approver1 may decide the new revision: on their tab and on their badge again; not approver2's
     assert _tab(approver1) == {request.pk} and count_decidable_by(user=approver1) == 1
     assert _tab(approver2) == set() and count_decidable_by(user=approver2) == 0
+
+
+def test_the_inbox_shows_the_badge_its_rules_count_on_every_tab(client, requester, approver1, approver2, api):
+    """The unfiltered "waiting for me" tab hands its own count to the badge (one count less per
+    view); filtered or on another tab, the badge is counted by its own statement. Either way it
+    says how many the approver may decide now, an edited request they may decide again included."""
+    import re
+
+    from django.test.utils import CaptureQueriesContext
+    from django.db import connection
+
+    for n in range(3):
+        services.chat_send(user=requester, message=f"Refund order {ORDER} amount {n + 1} because it arrived damaged")
+    first = ConfirmationRequest.objects.filter(user=requester, status="PENDING").order_by("created_at").first()
+    assert api(approver1).post(f"/api/v1/approvals/{first.pk}/approve/", {}, format="json").status_code == 200
+    assert api(approver2).post(f"/api/v1/approvals/{first.pk}/edit/", {
+        "arguments": {**first.arguments, "amount": "0.50"}, "base_arguments_hash": first.arguments_hash},
+        format="json").status_code == 200
+    expected = count_decidable_by(user=approver1)
+    assert expected == len(_tab(approver1)) >= 1
+
+    client.force_login(approver1)
+    for path in ("/approvals/", "/approvals/?tab=open", "/approvals/?tab=mine&risk=CRITICAL", "/approvals/history/"):
+        with CaptureQueriesContext(connection) as captured:
+            page = client.get(path)
+        assert page.status_code == 200, path
+        badge = re.search(r'data-testid="nav-approvals-count"[^>]*>(\d+)<', page.content.decode())
+        assert badge and int(badge.group(1)) == expected, (path, badge and badge.group(1))
+        counts = [q["sql"] for q in captured.captured_queries
+                  if q["sql"].lstrip().startswith("SELECT COUNT(*)") and '"approvals_confirmationrequest"' in q["sql"]]
+        assert len(counts) == (1 if path == "/approvals/" else 2), (path, counts)
