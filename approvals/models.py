@@ -13,14 +13,6 @@ from django.db.models.expressions import RawSQL
 from core import clock
 
 
-# PENDING as a constant of the statement's text, not a bound parameter: a prepared statement's
-# generic plan then plans for that status's few rows. With the status bound, PostgreSQL's generic
-# plan for "the earliest deadline of a waiting request" may walk the `expires_at` index through
-# every decided request (162 ms at 100,000 decided against 0.46 ms, bench/scale.py), and
-# psycopg prepares a statement after DB_PREPARE_THRESHOLD runs on a connection.
-_PENDING = RawSQL("'PENDING'", ())
-
-
 class ConfirmationRequestQuerySet(models.QuerySet):
     """Derived states of requests, spelled once.
 
@@ -207,6 +199,15 @@ class ConfirmationRequest(models.Model):
     def is_expired_at(self, now: datetime.datetime) -> bool:
         """Whether this request expired by `now`: marked EXPIRED, or due and not swept yet."""
         return self.status == self.Status.EXPIRED or self.is_due_at(now)
+
+
+# PENDING as a constant of the statement's text, not a bound parameter (ConfirmationRequestQuerySet
+# `due`, `any_due`): a prepared statement's generic plan then plans for that status's few rows.
+# With the status bound, PostgreSQL's generic plan for "the earliest deadline of a waiting
+# request" may walk the `expires_at` index through every decided request (162 ms at 100,000
+# decided against 0.46 ms, bench/scale.py); psycopg prepares a statement after
+# DB_PREPARE_THRESHOLD runs on a connection. The status is the code's own identifier.
+_PENDING = RawSQL(f"'{ConfirmationRequest.Status.PENDING}'", ())
 
 
 class Approval(models.Model):

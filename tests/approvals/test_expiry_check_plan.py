@@ -141,10 +141,8 @@ def _sent(fn) -> list[tuple[str, list]]:
 def _generic_plan_of(sql: str, params: list) -> dict:
     """The executed generic plan of `sql` (Django's %s placeholders) prepared with its parameters
     bound, as a connection that prepared it runs it."""
-    numbered, n = "", 0
-    for part in sql.split("%s"):
-        numbered += part + (f"${n + 1}" if n < sql.count("%s") else "")
-        n += 1
+    parts = sql.split("%s")
+    numbered = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
     connection.ensure_connection()
     with psycopg.ClientCursor(connection.connection) as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")

@@ -16,10 +16,9 @@ from agentplatform.api.serializers import StrictCharField, StrictInputSerializer
 from agentplatform.api.schema import BODY, COMMON, errors
 from agentplatform.api.throttling import ApiScopeThrottle
 from core.errors import NotFoundError
-from approvals import amendments, approver_actions, claims, independence
+from approvals import amendments, approver_actions, claims, eligibility, independence
 from approvals.inbox import live_claim
 from approvals.models import Approval, ConfirmationRequest
-from approvals.eligibility import approver_eligibility
 from approvals.selectors import (approval_facts, edit_rules_of, outcome_of, request_as_seen_by_decider,
                                  requests_decidable_by, requests_history_for)
 from tools.models import RiskLevel
@@ -145,7 +144,7 @@ class ApprovalRequestSerializer(serializers.Serializer):
     def _eligibility(self, request: ConfirmationRequest) -> dict:
         cache = self.context.setdefault("_eligibility", {})
         if request.pk not in cache:
-            cache[request.pk] = approver_eligibility(request)
+            cache[request.pk] = eligibility.approver_eligibility(request)
         return cache[request.pk]
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
