@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 
 from core import clock
+from core.sql.literals import identifier_sql
 
 
 class ConfirmationRequestQuerySet(models.QuerySet):
@@ -207,7 +208,7 @@ class ConfirmationRequest(models.Model):
 # request" may walk the `expires_at` index through every decided request (162 ms at 100,000
 # decided against 0.46 ms, bench/scale.py); psycopg prepares a statement after
 # DB_PREPARE_THRESHOLD runs on a connection. The status is the code's own identifier.
-_PENDING = RawSQL(f"'{ConfirmationRequest.Status.PENDING}'", ())
+_PENDING = RawSQL(identifier_sql(ConfirmationRequest.Status.PENDING), ())
 
 
 class Approval(models.Model):

@@ -24,6 +24,7 @@ from agentplatform.tenancy.admin_scope import tenant_in_scope
 from audit.models import AuditEvent
 from audit.selectors import within
 from core import clock
+from core.sql.literals import TimestampLiteral
 
 COUNT_CAP = 1_000  # rows counted exactly; past it the count is the planner's estimate
 MAX_PAGES = 100  # deeper pages would read (page x 100) rows to skip them: filter instead
@@ -82,7 +83,7 @@ class RecentFilter(admin.SimpleListFilter):
             return queryset
         tenant_id = tenant_in_scope(request)
         if tenant_id is None:
-            return queryset.filter(occurred_at__gte=clock.now() - window)
+            return queryset.filter(occurred_at__gte=TimestampLiteral(clock.now() - window))  # see audit.selectors.within
         return within(queryset, tenant_id=tenant_id, occurred_from=clock.now() - window, occurred_to=None)
 
 

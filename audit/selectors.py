@@ -8,6 +8,7 @@ from django.db import connection
 from django.db.models import QuerySet, Subquery
 
 from audit.models import AuditEvent
+from core.sql.literals import TimestampLiteral, integer_literal
 
 CONTROL_CHANGE = AuditEvent.Decision.CONTROL_CHANGE  # written by agentplatform.controlplane
 SPAN_ROWS_MAX = 20_000  # a time range with more rows is walked from the newest row down
@@ -74,16 +75,21 @@ def within(rows: QuerySet[AuditEvent], *, tenant_id: int, occurred_from: datetim
     may be None), also bounded by the chain positions of that range when it holds at most
     SPAN_ROWS_MAX rows (chain_span): a page in chain order then starts at the range's newest
     position instead of walking down from the head to reach it. Not evaluated.
+
+    The times and chain positions are written into the statement (core.sql.literals): bound, a
+    prepared statement's generic plan takes any range for a narrow one and sorts every row of the
+    range by chain position (20,622 buffers against 10 for a page of a 100-day range of 10,000
+    rows, tests/audit/test_list_plans.py).
     """
     span = chain_span(tenant_id=tenant_id, occurred_from=occurred_from, occurred_to=occurred_to)
     if span == (None, None):
         return rows.none()
     if span is not None:
-        rows = rows.filter(chain_seq__gte=span[0], chain_seq__lte=span[1])
+        rows = rows.filter(chain_seq__gte=integer_literal(span[0]), chain_seq__lte=integer_literal(span[1]))
     if occurred_from is not None:
-        rows = rows.filter(occurred_at__gte=occurred_from)
+        rows = rows.filter(occurred_at__gte=TimestampLiteral(occurred_from))
     if occurred_to is not None:
-        rows = rows.filter(occurred_at__lt=occurred_to)
+        rows = rows.filter(occurred_at__lt=TimestampLiteral(occurred_to))
     return rows
 
 

@@ -17,6 +17,7 @@ from django.db import connection
 from agentplatform.runtime.models import Conversation
 from approvals.models import ConfirmationRequest
 from core import clock
+from tests.plan_support import captured, explain
 from tools.models import Tool
 
 pytestmark = pytest.mark.postgres
@@ -124,39 +125,6 @@ def test_any_due_says_whether_a_waiting_request_is_past_its_deadline(db, request
     assert not ConfirmationRequest.objects.any_due(now=later, tenant_id=other.tenant_id)
 
 
-def _sent(fn) -> list[tuple[str, list]]:
-    """The SELECTs `fn` sends through Django's cursor, with their parameters."""
-    sent = []
-
-    def capture(execute, sql, params, many, context):
-        if sql.lstrip().upper().startswith("SELECT"):
-            sent.append((sql, list(params or ())))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(capture):
-        fn()
-    return sent
-
-
-def _generic_plan_of(sql: str, params: list) -> dict:
-    """The executed generic plan of `sql` (Django's %s placeholders) prepared with its parameters
-    bound, as a connection that prepared it runs it."""
-    parts = sql.split("%s")
-    numbered = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
-    connection.ensure_connection()
-    with psycopg.ClientCursor(connection.connection) as cursor:
-        cursor.execute("SET plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE sent_probe AS {numbered}")
-        try:
-            args = ", ".join(["%s"] * len(params))
-            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE sent_probe{f' ({args})' if params else ''}",
-                           params)
-            return _first_plan(cursor.fetchone()[0])
-        finally:
-            cursor.execute("DEALLOCATE sent_probe")
-            cursor.execute("RESET plan_cache_mode")
-
-
 def test_the_statements_the_expiry_sends_stay_cheap_as_generic_plans(db, requester):
     """The statements of the expiry check and of the sweep's read, as the code sends them, over a
     tenant whose decided requests (every status, deadlines long past) outnumber its waiting ones
@@ -179,13 +147,13 @@ def test_the_statements_the_expiry_sends_stay_cheap_as_generic_plans(db, request
             assert len(confirmations_expire(tenant_id=requester.tenant_id)) == 0  # nothing due now
             transaction.set_rollback(True)
 
-    statements = _sent(lambda: (ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id),
-                                ConfirmationRequest.objects.any_due(),
-                                expire_and_roll_back()))
-    statements.append(_sent(lambda: list(ConfirmationRequest.objects.due(now=later)
-                                         .filter(tenant_id=requester.tenant_id).order_by("expires_at")[:500]))[0])
+    statements = captured(lambda: (ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id),
+                                   ConfirmationRequest.objects.any_due(),
+                                   expire_and_roll_back()), heads=("SELECT",))
+    statements.append(captured(lambda: list(ConfirmationRequest.objects.due(now=later)
+                                            .filter(tenant_id=requester.tenant_id).order_by("expires_at")[:500]))[0])
     assert len(statements) == 4, statements
     for sql, params in statements:
         assert "PENDING" not in params, (sql, params)  # written into the statement, not bound
-        plan = _generic_plan_of(sql, params)
+        plan = explain(sql, params, plans="generic")
         assert _blocks(plan) <= 80, (sql, plan)

@@ -138,3 +138,38 @@ def test_the_admin_changelist_says_its_count_is_an_estimate(db, people, client):
     # The page past what the estimate promises is still served (empty), never an error.
     far = client.get("/admin/approvals/confirmationrequest/", {"p": "500"})
     assert far.status_code == 200
+
+
+def _generic_costs(people, before: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
+    """{page: statements whose generic plan costs more than their custom plan and (given `before`)
+    than on the smaller history}, {page: the generic plans' buffers}."""
+    from tests.plan_support import captured, generic_costlier
+
+    costlier, costs = {}, {}
+    for name, (persona, path) in PAGES.items():
+        client = Client()
+        client.force_login(people[persona])
+        assert client.get(path).status_code == 200, name
+
+        def fetch(client=client, path=path, name=name):
+            assert client.get(path).status_code == 200, name
+
+        statements = captured(fetch)
+        assert statements, name
+        costlier[name], costs[name] = generic_costlier(statements, before=(before or {}).get(name))
+    return costlier, costs
+
+
+def test_every_list_keeps_its_plan_when_its_statements_are_prepared(db, people):
+    """A connection that keeps its statements prepared runs each list's statements as generic
+    plans after five runs (the statuses, users and tenant bound, unknown to the planner). No
+    statement's generic plan may then cost much more than its custom plan *and* grow with the
+    history: measured with 60 requests, then with 10,000 more decided ones in every final status."""
+    people = people["acme"]
+    approvers = [people["approver1"], people["approver2"]]
+    history_build(requester=people["requester"], approvers=approvers, decided=30, waiting=30, start=0)
+    _, small = _generic_costs(people)
+    history_build(requester=people["requester"], approvers=approvers, decided=10_000, waiting=0, start=100)
+    costlier, _ = _generic_costs(people, before=small)
+    assert not [name for name, found in costlier.items() if found], "\n\n".join(
+        f"{name}: " + "\n".join(found) for name, found in costlier.items() if found)

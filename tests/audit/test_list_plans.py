@@ -284,3 +284,43 @@ def test_the_admin_changelist_neither_counts_nor_lists_the_distinct_values_of_th
             assert not [n for n in _nodes(plan) if n["Node Type"] == "Sort"], (statement[-300:], _shape(plan))
     if not query:
         assert "an estimate" in page  # 10,000 rows: past the exact count's cap, and said so
+
+
+def _generic_costs(trail, paths: dict, before: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
+    """{surface: statements whose generic plan costs more than their custom plan and (given
+    `before`) than on the smaller trail}, {surface: the generic plans' buffers}."""
+    from tests.plan_support import captured, generic_costlier
+
+    costlier, costs = {}, {}
+    for name, (client, path) in paths.items():
+        statements = captured(lambda client=client, path=path: _statements(client, path))
+        assert statements, name
+        costlier[name], costs[name] = generic_costlier(
+            [(sql, params) for sql, params in statements if not sql.lstrip().upper().startswith("EXPLAIN")],
+            before=(before or {}).get(name))
+    return costlier, costs
+
+
+@pytest.mark.parametrize("span_rows_max", [1_000, 20_000])
+def test_each_filter_of_the_audit_api_keeps_its_plan_when_its_statements_are_prepared(trail, acme_admin, monkeypatch,
+                                                                                     span_rows_max):
+    """As prepared statements' generic plans (the tool, status, decision, user, object and range
+    bound, unknown to the planner), no SELECT the audit API, its export and the admin changelist
+    send for each filter may cost much more than the plan the values would get *and* grow with the
+    trail (500, then 10,000 rows); with ranges of more rows than SPAN_ROWS_MAX (walked from the
+    head) and of fewer (bounded by their chain positions)."""
+    monkeypatch.setattr("audit.selectors.SPAN_ROWS_MAX", span_rows_max)
+    admin = Client()
+    admin.force_login(acme_admin)
+    paths = {name: (trail.client, f"/api/v1/audit-events/?{query}") for name, (query, _) in _api_filters(trail).items()}
+    paths.update({f"export {days} days": (trail.client, f"/api/v1/audit-events/?format=csv&from={_iso(trail.day)}"
+                                                       f"&to={_iso(trail.day + days * DAY)}") for days in (1, 60)})
+    paths.update({f"admin {query}": (admin, f"/admin/audit/auditevent/{query}")
+                  for query in ("", "?decision__exact=DENIED", "?tool_name=refund_order", "?status=DENIED",
+                                "?occurred=7d")})
+    trail.grow(to=SMALL)
+    _, small = _generic_costs(trail, paths)
+    trail.grow(to=LARGE)
+    costlier, _ = _generic_costs(trail, paths, before=small)
+    assert not [name for name, found in costlier.items() if found], "\n\n".join(
+        f"{name}: " + "\n".join(found) for name, found in costlier.items() if found)

@@ -59,3 +59,19 @@ def test_the_cut_reads_one_index_entry_at_both_sizes(db, size):
         assert scans and scans[0]["Scan Direction"] == "Backward", (name, nodes)
         assert scans[0]["Actual Rows"] == 1, (name, scans[0])
     assert _blocks(plans["large"]) <= _blocks(plans["small"]) + 3, plans
+
+
+def test_the_cut_reads_one_index_entry_as_a_prepared_statements_generic_plan(db):
+    """The same read with its tenant, time and first position bound and unknown to the planner
+    (a connection that prepared it, DB_PREPARE_THRESHOLD): still one entry of the index backwards."""
+    from tests.plan_support import blocks, captured, explain, nodes
+
+    tenant = Tenant.objects.create(slug="cut-generic", name="generic")
+    _trail(tenant, 10_000)
+    [(sql, params)] = captured(lambda: newest_before(tenant_id=tenant.pk, before=clock.now(), first=1).first())
+    plan = explain(sql, params, plans="generic")
+
+    assert not [n for n in nodes(plan) if "Sort" in n["Node Type"]], plan
+    scans = [n for n in nodes(plan) if n["Node Type"].startswith("Index")]
+    assert scans and scans[0]["Actual Rows"] == 1, scans
+    assert blocks(plan) <= 10, plan
