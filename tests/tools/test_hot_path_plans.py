@@ -8,12 +8,11 @@ time (docs/performance.md, "Scale")."""
 from __future__ import annotations
 
 import datetime
-import json
 import uuid
 
 import psycopg
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 
 from agentplatform.runtime import services
 from agentplatform.runtime.models import Conversation, Run
@@ -21,6 +20,7 @@ from approvals import approver_actions
 from approvals.models import ConfirmationRequest
 from core import clock
 from tests.approvals.list_support import history_build
+from tests.plan_support import explain
 from tools.catalog.models import Order
 from tools.models import Tool
 
@@ -30,10 +30,6 @@ pytestmark = pytest.mark.postgres
 ROWS_WALKED_AT_MOST = 60
 HISTORY = 3000
 WAITING_OF_OTHERS = 400
-
-
-class _Rollback(Exception):
-    pass
 
 
 def _nodes(plan: dict):
@@ -64,44 +60,22 @@ def _walked(plan: dict) -> int:
     return total
 
 
-def _explain(cursor, sql: str, params, plans: str):
-    """EXPLAIN ANALYZE `sql` as a custom plan (the parameters' values known to the planner) or as
-    the generic plan a prepared statement may switch to after five runs (values unknown): the
-    statement is run once prepared with generic plans forced, then its prepared form explained."""
-    if plans == "custom":
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
-        return cursor.fetchone()[0]
-    raw = connection.connection
-    with raw.cursor() as prepared:
-        prepared.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        prepared.execute(sql, params, prepare=True)
-        prepared.execute("SELECT name FROM pg_prepared_statements ORDER BY prepare_time DESC LIMIT 1")
-        [name] = prepared.fetchone()
-        values = psycopg.ClientCursor(raw).mogrify(", ".join(["%s"] * len(params)), params) if params else ""
-        prepared.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}{f'({values})' if values else ''}")
-        return prepared.fetchone()[0]
-
-
 def _explained(statements: list[tuple[str, object]], plans: str) -> list[tuple[int, str]]:
-    """(rows walked, statement) for every read and write that can be re-run harmlessly."""
+    """(rows walked, statement) for every read and write that can be re-run harmlessly, each
+    explained as a custom plan (the parameters' values known to the planner) or as the generic
+    plan a prepared statement may switch to after five runs (tests.plan_support.explain)."""
     found = []
     for sql, params in statements:
         head = sql.lstrip().split(None, 1)[0].upper()
         if head not in {"SELECT", "UPDATE", "DELETE", "WITH"}:
             continue
         try:
-            with transaction.atomic():
-                with connection.cursor() as cursor:
-                    plan = _explain(cursor, sql, params, plans)
-                raise _Rollback
-        except _Rollback:
-            pass
+            plan = explain(sql, params, plans=plans)
         except (IntegrityError, psycopg.IntegrityError):  # a re-run insert meeting its own row's unique key: not a read
             continue
-        plan = json.loads(plan) if isinstance(plan, str) else plan
         scans = ", ".join(f"{node['Node Type']} {node.get('Index Name') or node.get('Relation Name', '')} {node.get('Index Cond', '')} {node.get('Filter', '')}".strip()
-                          for node in _nodes(plan[0]["Plan"]) if "Scan" in node["Node Type"])
-        found.append((_walked(plan[0]["Plan"]), f"{' '.join(sql.split())[:60]} ... {' '.join(sql.split())[-300:]} [{scans}]"))
+                          for node in _nodes(plan) if "Scan" in node["Node Type"])
+        found.append((_walked(plan), f"{' '.join(sql.split())[:60]} ... {' '.join(sql.split())[-300:]} [{scans}]"))
     return found
 
 
