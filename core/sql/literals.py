@@ -42,8 +42,9 @@ class TimestampLiteral(Expression):
     lookup on a DateTimeField: `rows.filter(occurred_at__gte=TimestampLiteral(since))`.
 
     Formatted as the connection stores it (`connection.ops.adapt_datetimefield_value`: an ISO
-    timestamp in UTC on PostgreSQL, Django's own text form on SQLite), so a comparison means what
-    the bound value meant. Raises TypeError for anything but an aware datetime.
+    timestamp with its UTC offset on PostgreSQL, Django's own text form in UTC on SQLite), so a
+    comparison means what the bound value meant. Raises TypeError for anything but an aware
+    datetime.
     """
 
     output_field = DateTimeField()
@@ -60,7 +61,7 @@ class TimestampLiteral(Expression):
     def as_sql(self, compiler, connection):
         adapted = connection.ops.adapt_datetimefield_value(self.value)
         if isinstance(adapted, datetime.datetime):
-            adapted = adapted.astimezone(datetime.timezone.utc).isoformat()
+            adapted = adapted.isoformat()  # with its offset: no conversion that could leave year 9999
         text = str(adapted)
         if not _TIMESTAMP.fullmatch(text):  # digits and separators only: nothing to escape
             raise ValueError(f"unexpected timestamp text {text!r}")

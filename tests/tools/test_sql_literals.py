@@ -69,3 +69,25 @@ def test_an_identifier_literal_takes_only_the_codes_own_names(value):
 def test_an_integer_literal_takes_only_an_int(value):
     with pytest.raises(TypeError):
         integer_literal(value)
+
+
+@pytest.mark.parametrize("value", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00", "0001-01-02T00:00:00Z",
+                                   "9999-12-30T00:00:00Z", "2026-03-01T10:00:00.5+08:00"])
+def test_the_audit_api_takes_a_range_at_the_ends_of_the_calendar(people, value):
+    """A range bound anywhere on the calendar, in any zone, is an answer or a 400, never a server
+    error; a range that holds the trail's rows lists them."""
+    from django.contrib.auth.models import Permission
+    from rest_framework.test import APIClient
+
+    auditor = people["acme"]["approver1"]
+    auditor.user_permissions.add(Permission.objects.get(codename="export_auditevent"))
+    AuditEvent.objects.bulk_create([AuditEvent(id=uuid.uuid4(), tenant=auditor.tenant, decision="EXECUTED",
+                                               tool_name="cal", chain_seq=10_000 + n, row_hash=f"{n:064d}")
+                                    for n in range(3)])
+    client = APIClient()
+    client.force_authenticate(auditor)
+    for name in ("from", "to"):
+        response = client.get("/api/v1/audit-events/", {name: value, "tool": "cal"})
+        assert response.status_code in (200, 400), (name, response.status_code, response.content[:300])
+        if response.status_code == 200 and (name, value[:4]) in {("from", "0001"), ("to", "9999")}:
+            assert len(response.json()["results"]) == 3, response.json()
