@@ -141,9 +141,9 @@ def test_the_admin_changelist_says_its_count_is_an_estimate(db, people, client):
 
 
 def _generic_costs(people, before: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
-    """{page: statements whose generic plan costs more than their custom plan and (given `before`)
-    than on the smaller history}, {page: the generic plans' buffers}."""
-    from tests.plan_support import captured, generic_costlier
+    """{page: statements whose generic plan handles more rows than their custom plan and (given
+    `before`) than on the smaller history}, {page: the rows the generic plans handled}."""
+    from tests.plan_support import generic_costlier, preparable
 
     costlier, costs = {}, {}
     for name, (persona, path) in PAGES.items():
@@ -154,7 +154,7 @@ def _generic_costs(people, before: dict[str, list[int]] | None = None) -> tuple[
         def fetch(client=client, path=path, name=name):
             assert client.get(path).status_code == 200, name
 
-        statements = captured(fetch)
+        statements = preparable(fetch)
         assert statements, name
         costlier[name], costs[name] = generic_costlier(statements, before=(before or {}).get(name))
     return costlier, costs
@@ -163,7 +163,7 @@ def _generic_costs(people, before: dict[str, list[int]] | None = None) -> tuple[
 def test_every_list_keeps_its_plan_when_its_statements_are_prepared(db, people):
     """A connection that keeps its statements prepared runs each list's statements as generic
     plans after five runs (the statuses, users and tenant bound, unknown to the planner). No
-    statement's generic plan may then cost much more than its custom plan *and* grow with the
+    statement's generic plan may then handle many more rows than its custom plan *and* grow with the
     history: measured with 60 requests, then with 10,000 more decided ones in every final status."""
     people = people["acme"]
     approvers = [people["approver1"], people["approver2"]]

@@ -287,13 +287,13 @@ def test_the_admin_changelist_neither_counts_nor_lists_the_distinct_values_of_th
 
 
 def _generic_costs(trail, paths: dict, before: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
-    """{surface: statements whose generic plan costs more than their custom plan and (given
-    `before`) than on the smaller trail}, {surface: the generic plans' buffers}."""
-    from tests.plan_support import captured, generic_costlier
+    """{surface: statements whose generic plan handles more rows than their custom plan and (given
+    `before`) than on the smaller trail}, {surface: the rows the generic plans handled}."""
+    from tests.plan_support import generic_costlier, preparable
 
     costlier, costs = {}, {}
     for name, (client, path) in paths.items():
-        statements = captured(lambda client=client, path=path: _statements(client, path))
+        statements = preparable(lambda client=client, path=path: _statements(client, path))
         assert statements, name
         costlier[name], costs[name] = generic_costlier(
             [(sql, params) for sql, params in statements if not sql.lstrip().upper().startswith("EXPLAIN")],
@@ -306,7 +306,7 @@ def test_each_filter_of_the_audit_api_keeps_its_plan_when_its_statements_are_pre
                                                                                      span_rows_max):
     """As prepared statements' generic plans (the tool, status, decision, user, object and range
     bound, unknown to the planner), no SELECT the audit API, its export and the admin changelist
-    send for each filter may cost much more than the plan the values would get *and* grow with the
+    send for each filter may handle many more rows than the plan the values would get *and* grow with the
     trail (500, then 10,000 rows); with ranges of more rows than SPAN_ROWS_MAX (walked from the
     head) and of fewer (bounded by their chain positions)."""
     monkeypatch.setattr("audit.selectors.SPAN_ROWS_MAX", span_rows_max)
