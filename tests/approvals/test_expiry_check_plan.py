@@ -61,21 +61,22 @@ def _index_names(plan: dict) -> set[str]:
 
 
 def _generic(tenant_id: int | None) -> dict:
-    """The executed *generic* plan of the same probe as a prepared statement with bound parameters
-    (what a connection that prepared it runs, DB_PREPARED_STATEMENTS): status and tenant unknown
-    to the planner."""
-    where, args = ("status = $1 AND tenant_id = $2", ["PENDING", tenant_id]) if tenant_id else ("status = $1", ["PENDING"])
-    types = "text, bigint" if tenant_id else "text"
+    """The executed *generic* plan of the same probe as a prepared statement, as the code sends it
+    (ConfirmationRequestQuerySet.any_due: the status written into the statement, the tenant bound),
+    which a connection that prepared it runs (DB_PREPARED_STATEMENTS): the tenant unknown to the
+    planner."""
+    where, args = ("status = 'PENDING' AND tenant_id = $1", [tenant_id]) if tenant_id else ("status = 'PENDING'", [])
+    types = " (bigint)" if tenant_id else ""
     connection.ensure_connection()
     # A client-side-binding cursor sends PREPARE's text as is (psycopg's default cursor would take
     # its $1 for a parameter of its own).
     with psycopg.ClientCursor(connection.connection) as cursor:
         cursor.execute("SET plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE due_probe ({types}) AS SELECT expires_at FROM approvals_confirmationrequest "
+        cursor.execute(f"PREPARE due_probe{types} AS SELECT expires_at FROM approvals_confirmationrequest "
                        f"WHERE {where} ORDER BY expires_at LIMIT 1")
         try:
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE due_probe "
-                           f"({', '.join(['%s'] * len(args))})", args)
+            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE due_probe"
+                           + (" (%s)" if args else ""), args)
             return _first_plan(cursor.fetchone()[0])
         finally:
             cursor.execute("DEALLOCATE due_probe")
@@ -108,7 +109,7 @@ def test_the_expiry_check_reads_the_same_few_pages_at_10_and_at_10000_waiting(db
     assert _blocks(global_large) <= _blocks(global_small) + 3, (global_small, global_large)
     assert not ConfirmationRequest.objects.any_due(tenant_id=requester.tenant_id)
     assert not ConfirmationRequest.objects.any_due()
-    # The same with the generic plan of a prepared statement (bound status and tenant).
+    # The same with the generic plan of a prepared statement (the tenant bound, as the code sends it).
     for plan in (_generic(requester.tenant_id), _generic(None)):
         assert _index_names(plan) & due_indexes, plan
         assert _blocks(plan) <= _blocks(tenant_small) + 4, plan
