@@ -135,3 +135,16 @@ def generic_costlier(statements: list[tuple[str, Any]], *, slack: int = 100,
         found.append(f"{' '.join(sql.split())[:400]}\n  params {params}\n  custom ({rows_handled(custom)} rows):\n"
                      f"{shape(custom)}\n  generic ({rows} rows):\n{shape(generic)}")
     return found, handled
+
+
+def generic_costs(fetches: dict[str, Callable[[], Any]],
+                  before: dict[str, list[int]] | None = None) -> tuple[dict[str, list[str]], dict[str, list[int]]]:
+    """For each surface (name -> a call that fetches it once), `generic_costlier` of the statements
+    it sends that a connection could prepare (`preparable`). Returns ({surface: flagged statements},
+    {surface: the rows its generic plans handled}); `before` is the second from a smaller history."""
+    costlier, costs = {}, {}
+    for name, fetch in fetches.items():
+        statements = preparable(fetch)
+        assert statements, name
+        costlier[name], costs[name] = generic_costlier(statements, before=(before or {}).get(name))
+    return costlier, costs

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 
 from django.db import connection
 
+from core.sql.literals import identifier_sql
 from core.sql.values import SQL_CACHE, column_values, convert_value, default_connection
 
 
@@ -212,7 +213,7 @@ def _test(base: str, column, lookup: str, size) -> str:
     if lookup == "in":
         return f"{base}.{quote(column)} IN ({', '.join(['%s'] * size)})" if size else "1 = 0"
     if lookup == "in_literal":  # identifiers only (checked in _conditions): safe to quote inline
-        return f"{base}.{quote(column)} IN ({', '.join(repr(str(v)) for v in size)})"
+        return f"{base}.{quote(column)} IN ({', '.join(identifier_sql(v) for v in size)})"
     if lookup == "isnull":
         return f"{base}.{quote(column)} IS {'' if size else 'NOT '}NULL"
     if lookup == "ne":  # as Django's exclude(field=value): a NULL is not equal to the value

@@ -286,21 +286,6 @@ def test_the_admin_changelist_neither_counts_nor_lists_the_distinct_values_of_th
         assert "an estimate" in page  # 10,000 rows: past the exact count's cap, and said so
 
 
-def _generic_costs(trail, paths: dict, before: dict[str, list[int]] | None = None) -> tuple[dict, dict]:
-    """{surface: statements whose generic plan handles more rows than their custom plan and (given
-    `before`) than on the smaller trail}, {surface: the rows the generic plans handled}."""
-    from tests.plan_support import generic_costlier, preparable
-
-    costlier, costs = {}, {}
-    for name, (client, path) in paths.items():
-        statements = preparable(lambda client=client, path=path: _statements(client, path))
-        assert statements, name
-        costlier[name], costs[name] = generic_costlier(
-            [(sql, params) for sql, params in statements if not sql.lstrip().upper().startswith("EXPLAIN")],
-            before=(before or {}).get(name))
-    return costlier, costs
-
-
 @pytest.mark.parametrize("span_rows_max", [1_000, 20_000])
 def test_each_filter_of_the_audit_api_keeps_its_plan_when_its_statements_are_prepared(trail, acme_admin, monkeypatch,
                                                                                      span_rows_max):
@@ -309,6 +294,8 @@ def test_each_filter_of_the_audit_api_keeps_its_plan_when_its_statements_are_pre
     send for each filter may handle many more rows than the plan the values would get *and* grow with the
     trail (500, then 10,000 rows); with ranges of more rows than SPAN_ROWS_MAX (walked from the
     head) and of fewer (bounded by their chain positions)."""
+    from tests.plan_support import generic_costs
+
     monkeypatch.setattr("audit.selectors.SPAN_ROWS_MAX", span_rows_max)
     admin = Client()
     admin.force_login(acme_admin)
@@ -319,8 +306,9 @@ def test_each_filter_of_the_audit_api_keeps_its_plan_when_its_statements_are_pre
                   for query in ("", "?decision__exact=DENIED", "?tool_name=refund_order", "?status=DENIED",
                                 "?occurred=7d")})
     trail.grow(to=SMALL)
-    _, small = _generic_costs(trail, paths)
+    fetches = {name: lambda client=client, path=path: _statements(client, path) for name, (client, path) in paths.items()}
+    _, small = generic_costs(fetches)
     trail.grow(to=LARGE)
-    costlier, _ = _generic_costs(trail, paths, before=small)
+    costlier, _ = generic_costs(fetches, before=small)
     assert not [name for name, found in costlier.items() if found], "\n\n".join(
         f"{name}: " + "\n".join(found) for name, found in costlier.items() if found)
